@@ -1,0 +1,1 @@
+"""Pinochle referee: a pure rules core, a game engine, audits and rules queries."""

@@ -1,0 +1,264 @@
+"""Auditing recorded games (GAME_RECORD.md §1-§2, RULES.md A.7 item 10, A.10 item 6).
+
+A record is replayed through the same ``start_hand`` and ``apply`` as a live game, so a verdict is
+exactly what the referee would have said at the table. Problems with the record itself (not JSON,
+unknown keys, bad options, a deal that is not a whole deck) are *record errors* (exit 2); illegal
+moves are *violations* (exit 1), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from referee.engine.actions import decode_action
+from referee.engine.engine import apply, hand_progress, new_game, start_hand
+from referee.engine.errors import DealError, IllegalAction
+from referee.engine.state import GameState
+from referee.rules.cards import CardSyntaxError, parse_card, parse_cards
+from referee.rules.dealing import Deal
+from referee.rules.options import OptionError, resolve_options
+
+RECORD_FORMAT: Final = "pinochle-record/1"
+_TOP_KEYS: Final = {"format", "variant", "options", "players", "dealer", "hands", "claimed"}
+_HAND_KEYS: Final = {"deal", "actions", "claimed"}
+_DEAL_KEYS: Final = {"hands", "widow", "stock", "turn_up"}
+_SUMMARY_KEYS: Final = (
+    "dealer",
+    "declarer",
+    "bid",
+    "trump",
+    "conceded",
+    "hopeless",
+    "meld",
+    "points",
+    "delta",
+)
+
+
+class RecordError(ValueError):
+    """The record is not a valid ``pinochle-record/1`` document (exit status 2)."""
+
+
+def _check_keys(obj: Mapping[str, object], allowed: set[str], where: str) -> None:
+    for key in obj:
+        if key not in allowed and not str(key).startswith("x-"):
+            raise RecordError(f"{where}: unknown key {key!r}")
+
+
+def parse_deal(data: object, where: str) -> Deal:
+    if not isinstance(data, Mapping):
+        raise RecordError(f"{where}: must be an object with hands, widow, stock and turn_up")
+    _check_keys(data, _DEAL_KEYS, where)
+    try:
+        raw_hands = data.get("hands")
+        if not isinstance(raw_hands, list):
+            raise RecordError(f"{where}.hands: must be a list of hands")
+        hands = tuple(tuple(sorted(parse_cards(h))) for h in raw_hands)
+        widow = parse_cards(data.get("widow") or [])
+        stock = parse_cards(data.get("stock") or [])
+        turn_up_raw = data.get("turn_up")
+        turn_up = None if turn_up_raw is None else parse_card(turn_up_raw)
+    except CardSyntaxError as error:
+        raise RecordError(f"{where}: {error}") from None
+    return Deal(hands, widow, stock, turn_up)
+
+
+def _int_list(value: object) -> list[int] | None:
+    if isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        return list(value)
+    return None
+
+
+@dataclass(slots=True)
+class _Audit:
+    keep_going: bool
+    actions_checked: int = 0
+    violations: list[dict[str, object]] = field(default_factory=list)
+    hands: list[dict[str, object]] = field(default_factory=list)
+    claims: list[dict[str, object]] = field(default_factory=list)
+
+
+def audit_record(data: object, name: str = "-", keep_going: bool = False) -> dict[str, object]:
+    """The verdict for one record (already parsed from JSON); record errors become ``error``."""
+    try:
+        return _audit(data, name, keep_going)
+    except RecordError as error:
+        return {"record": name, "error": str(error)}
+
+
+def audit_text(text: str, name: str = "-", keep_going: bool = False) -> dict[str, object]:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        return {"record": name, "error": f"not valid JSON: {error}"}
+    return audit_record(data, name, keep_going)
+
+
+def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
+    if not isinstance(data, Mapping):
+        raise RecordError("a record must be a JSON object")
+    _check_keys(data, _TOP_KEYS, "record")
+    if data.get("format") != RECORD_FORMAT:
+        raise RecordError(f"format must be {RECORD_FORMAT!r}, got {data.get('format')!r}")
+    try:
+        rules = resolve_options(data.get("variant"), data.get("options"), for_game=True)
+    except OptionError as error:
+        raise RecordError(str(error)) from None
+    players = data.get("players")
+    if players is not None and (
+        not isinstance(players, list) or not all(isinstance(p, str) for p in players)
+    ):
+        raise RecordError("players must be a list of names")
+    dealer = data.get("dealer", 0)
+    if isinstance(dealer, bool) or not isinstance(dealer, int) or not 0 <= dealer < rules.players:
+        raise RecordError(f"dealer must be a seat from 0 to {rules.players - 1}")
+    raw_hands = data.get("hands")
+    if not isinstance(raw_hands, list):
+        raise RecordError("hands must be a list")
+    try:
+        state = new_game(rules, dealer)
+    except IllegalAction as error:  # a variant that cannot be played in this version
+        raise RecordError(error.message) from None
+    audit = _Audit(keep_going)
+    stopped = False
+    for index, raw in enumerate(raw_hands):
+        where = f"hands[{index}]"
+        if not isinstance(raw, Mapping):
+            raise RecordError(f"{where}: must be an object with deal and actions")
+        _check_keys(raw, _HAND_KEYS, where)
+        actions = raw.get("actions", [])
+        if not isinstance(actions, list):
+            raise RecordError(f"{where}.actions: must be a list")
+        if state.over:
+            # The game ended: any action in a later hand is GAME_OVER.
+            if actions:
+                stopped = _violation(audit, index, 0, actions[0], "GAME_OVER", "the game is over")
+                audit.actions_checked += 1
+            break
+        deal = parse_deal(raw.get("deal"), f"{where}.deal")
+        try:
+            state, _ = start_hand(state, deal)
+        except DealError as error:
+            raise RecordError(f"{where}.deal: {error}") from None
+        state, stopped = _play_hand(state, audit, index, actions)
+        if stopped:
+            break
+        if state.hand is not None:
+            if index != len(raw_hands) - 1 and not audit.violations:
+                raise RecordError(f"{where}: only the last hand may be unfinished")
+            audit.hands.append(_summary(hand_progress(state.setup, state.hand)))
+            break
+        _check_hand_claim(audit, index, raw.get("claimed"))
+    if stopped and state.hand is not None:
+        audit.hands.append(_summary(hand_progress(state.setup, state.hand)))
+    if not audit.violations:
+        _check_game_claim(audit, state, data.get("claimed"))
+    verdict: dict[str, object] = {
+        "record": name,
+        "legal": not audit.violations,
+        "actions_checked": audit.actions_checked,
+        "violation": audit.violations[0] if audit.violations else None,
+    }
+    if keep_going:
+        verdict["violations"] = audit.violations
+    verdict |= {
+        "hands": audit.hands,
+        "scores": list(state.scores),
+        "finished": state.over,
+        "winner": state.winner,
+        "claims": audit.claims,
+    }
+    return verdict
+
+
+def _violation(audit: _Audit, hand: int, index: int, raw: object, code: str, message: str) -> bool:
+    seat = raw.get("seat") if isinstance(raw, Mapping) else None
+    audit.violations.append(
+        {"hand": hand, "action": index, "seat": seat, "code": code, "message": message}
+    )
+    return not audit.keep_going
+
+
+def _play_hand(
+    state: GameState, audit: _Audit, hand_index: int, actions: Sequence[object]
+) -> tuple[GameState, bool]:
+    """Apply a hand's actions; returns the state and whether checking stopped at a violation."""
+    for index, raw in enumerate(actions):
+        audit.actions_checked += 1
+        try:
+            if not isinstance(raw, Mapping):
+                raise IllegalAction("MALFORMED_ACTION", "an action must be a JSON object")
+            seat = raw.get("seat")
+            if isinstance(seat, bool) or not isinstance(seat, int):
+                raise IllegalAction("MALFORMED_ACTION", "an action needs an integer seat", "seat")
+            action = decode_action({k: v for k, v in raw.items() if k != "seat"})
+            if state.hand is None and not state.over:
+                raise IllegalAction(
+                    "WRONG_PHASE", f"seat {seat}: the hand is over; this action comes after its end"
+                )
+            state, events = apply(state, seat, action)
+            for event in events:
+                if event.kind == "hand_result":
+                    audit.hands.append(_summary(event.data))
+        except IllegalAction as error:
+            if _violation(audit, hand_index, index, raw, error.code, error.message):
+                return state, True
+    return state, False
+
+
+def _summary(data: Mapping[str, object]) -> dict[str, object]:
+    return {key: data[key] for key in _SUMMARY_KEYS}
+
+
+def _check_hand_claim(audit: _Audit, index: int, claimed: object) -> None:
+    if claimed is None:
+        return
+    if not isinstance(claimed, Mapping):
+        raise RecordError(f"hands[{index}].claimed: must be an object")
+    _check_keys(claimed, {"delta"}, f"hands[{index}].claimed")
+    if "delta" not in claimed:
+        return
+    claim = _int_list(claimed["delta"])
+    if claim is None:
+        raise RecordError(f"hands[{index}].claimed.delta: must be a list of integers")
+    computed = audit.hands[-1]["delta"]
+    if claim != computed:
+        audit.claims.append(
+            {"hand": index, "field": "delta", "claimed": claim, "computed": computed}
+        )
+
+
+def _check_game_claim(audit: _Audit, state: GameState, claimed: object) -> None:
+    if claimed is None:
+        return
+    if not isinstance(claimed, Mapping):
+        raise RecordError("claimed: must be an object")
+    _check_keys(claimed, {"scores", "winner"}, "claimed")
+    if "scores" in claimed:
+        claim = _int_list(claimed["scores"])
+        if claim is None:
+            raise RecordError("claimed.scores: must be a list of integers")
+        if claim != list(state.scores):
+            audit.claims.append(
+                {"hand": None, "field": "scores", "claimed": claim, "computed": list(state.scores)}
+            )
+    if "winner" in claimed:
+        winner = claimed["winner"]
+        if winner is not None and (isinstance(winner, bool) or not isinstance(winner, int)):
+            raise RecordError("claimed.winner: must be a side number or null")
+        if winner != state.winner:
+            audit.claims.append(
+                {"hand": None, "field": "winner", "claimed": winner, "computed": state.winner}
+            )
+
+
+def verdict_exit_status(verdict: Mapping[str, object]) -> int:
+    """0 legal with matching claims, 1 a violation or a claim mismatch, 2 a record error."""
+    if "error" in verdict:
+        return 2
+    return 0 if verdict["legal"] and not verdict["claims"] else 1

@@ -1,0 +1,1 @@
+"""Game engine: immutable state, one validating apply(), legal actions and views."""

@@ -1,0 +1,45 @@
+"""Events: what an accepted action (or a deal) made happen, tagged with who may see it.
+
+Events are plain data with a deterministic serialization, so a stream of them can be stored,
+hashed, compared between replays and sent to clients after redaction by audience.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+EVERYONE: Final = "everyone"
+ADJUDICATOR: Final = "adjudicator"
+SEALED: Final = "sealed"  # the adjudicator now; everyone once the hand has ended
+
+Audience = str | int  # one of the constants above, or a seat number
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str
+    audience: Audience
+    data: Mapping[str, object]
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "audience": self.audience, **self.data}
+
+    def serialize(self) -> str:
+        """Canonical compact JSON with sorted keys: equal events serialize equally."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+def visible_to(event: Event, role: str | int, hand_ended: bool = False) -> bool:
+    """Whether ``role`` (a seat, ``"spectator"`` or ``"adjudicator"``) may see ``event``.
+
+    ``hand_ended`` unseals events of a hand that is over (the deal is revealed to all then).
+    """
+    audience = event.audience
+    if audience == EVERYONE or role == ADJUDICATOR:
+        return True
+    if audience == SEALED:
+        return hand_ended
+    return isinstance(role, int) and audience == role

@@ -1,0 +1,114 @@
+"""What each role may see of a game (RULES.md A.10 item 3).
+
+A view is built by *adding* what a role may see to the public part, never by removing secrets
+from a full dump, so a field added to the state later stays hidden until someone decides who may
+see it. Roles: a seat number, ``"spectator"`` or ``"adjudicator"``.
+"""
+
+from __future__ import annotations
+
+from referee.engine.state import GameState, HandState
+from referee.rules.cards import format_card, format_cards, format_suit
+
+SPECTATOR = "spectator"
+ADJUDICATOR = "adjudicator"
+
+Role = int | str
+
+
+def _public_hand(state: GameState, hand: HandState) -> dict[str, object]:
+    rules = state.rules
+    return {
+        "number": hand.number,
+        "dealer": hand.dealer,
+        "phase": hand.phase,
+        "turn": hand.turn,
+        "auction": [
+            {"seat": c.seat, "type": c.kind}
+            | ({"amount": c.amount} if c.amount is not None else {})
+            | ({"help": True} if c.help else {})
+            for c in hand.calls
+        ],
+        "declarer": hand.declarer,
+        "bid": hand.bid,
+        "trump": None if hand.trump is None else format_suit(hand.trump),
+        "turn_up": None if hand.turn_up is None else format_card(hand.turn_up),
+        "widow": (
+            format_cards(hand.deal.widow)
+            if hand.widow_taken and rules.variant == "cutthroat"
+            else None
+        ),
+        "hand_sizes": [len(h) for h in hand.hands],
+        "passes": [{"seat": seat, "count": count} for seat, count in hand.passed_counts],
+        "melds": [
+            None
+            if m is None
+            else {
+                "cards": format_cards(m.shown),
+                "melds": [
+                    {
+                        "name": x.name,
+                        "level": x.level,
+                        "points": x.points,
+                        "cards": format_cards(x.cards),
+                    }
+                    for x in m.result.melds
+                ],
+                "points": m.points,
+            }
+            for m in hand.melds
+        ],
+        "tricks": [
+            {
+                "leader": t.leader,
+                "cards": format_cards(t.cards),
+                "winner": t.winner,
+                "points": t.points,
+            }
+            for t in hand.tricks
+        ],
+        "trick": {"leader": hand.trick_leader, "cards": format_cards(hand.trick)},
+        "points": list(hand.side_points),
+        "conceded": hand.conceded,
+    }
+
+
+def view(state: GameState, role: Role) -> dict[str, object]:
+    """The game as ``role`` may see it, JSON-ready."""
+    rules = state.rules
+    if not (
+        role in (SPECTATOR, ADJUDICATOR) or (isinstance(role, int) and 0 <= role < rules.players)
+    ):
+        raise ValueError(f"unknown role {role!r}")
+    out: dict[str, object] = {
+        "variant": rules.variant,
+        "options": dict(rules.explicit),
+        "seats": rules.players,
+        "role": role,
+        "version": state.version,
+        "first_dealer": state.first_dealer,
+        "scores": list(state.scores),
+        "target": state.target,
+        "hands_completed": state.hands_completed,
+        "over": state.over,
+        "winner": state.winner,
+        "hand": None,
+    }
+    hand = state.hand
+    if hand is None:
+        return out
+    public = _public_hand(state, hand)
+    if isinstance(role, int):
+        public["cards"] = format_cards(hand.hands[role])
+        public["received"] = format_cards(hand.received[role])
+        if role == hand.declarer and hand.deal.widow and rules.variant != "cutthroat":
+            public["kitty"] = format_cards(hand.deal.widow) if hand.widow_taken else None
+        if role == hand.declarer:
+            public["discards"] = format_cards(hand.discards)
+    elif role == ADJUDICATOR:
+        public["hands"] = [format_cards(h) for h in hand.hands]
+        public["received"] = [format_cards(r) for r in hand.received]
+        public["discards"] = format_cards(hand.discards)
+        public["deal"] = hand.deal.to_json()
+    out["hand"] = public
+    return out

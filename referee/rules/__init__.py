@@ -1,0 +1,1 @@
+"""Pure rules: cards, tricks, melds, scoring and variants. No I/O, clock or logging here."""
