@@ -135,11 +135,13 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
         if not isinstance(actions, list):
             raise RecordError(f"{where}.actions: must be a list")
         if state.over:
-            # The game ended: any action in a later hand is GAME_OVER.
-            if actions:
-                stopped = _violation(audit, index, 0, actions[0], "GAME_OVER", "the game is over")
-                audit.actions_checked += 1
-            break
+            # The game ended: any action in a later hand is GAME_OVER (A.7 item 9), checked by
+            # apply so a malformed one is MALFORMED_ACTION first (A.5); with --keep-going every
+            # such action is reported and counted (A.10 item 6).
+            state, stopped = _play_hand(state, audit, index, actions)
+            if stopped:
+                break
+            continue
         deal = parse_deal(raw.get("deal"), f"{where}.deal")
         try:
             state, _ = start_hand(state, deal)
@@ -168,7 +170,7 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
         verdict["violations"] = audit.violations
     verdict |= {
         "hands": audit.hands,
-        "scores": list(state.scores),
+        "scores": _verdict_scores(state),
         "finished": state.over,
         "winner": state.winner,
         "claims": audit.claims,
@@ -176,8 +178,18 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
     return verdict
 
 
+def _verdict_scores(state: GameState) -> list[int]:
+    """Completed hands; in two-handed also the melds of the hand in progress (A.9 item 8)."""
+    scores = list(state.scores)
+    if state.setup.two_handed and state.hand is not None:
+        scores = [a + b for a, b in zip(scores, state.hand.meld_points, strict=True)]
+    return scores
+
+
 def _violation(audit: _Audit, hand: int, index: int, raw: object, code: str, message: str) -> bool:
     seat = raw.get("seat") if isinstance(raw, Mapping) else None
+    if isinstance(seat, bool) or not isinstance(seat, int):
+        seat = None  # GAME_RECORD.md §2: the violation's seat is a seat number (or unknown)
     audit.violations.append(
         {"hand": hand, "action": index, "seat": seat, "code": code, "message": message}
     )

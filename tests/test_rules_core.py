@@ -167,7 +167,7 @@ class TestCounting:
 class TestScoring:
     partnership = SaveRule(save_meld="trick_point", applies_to="both", dix_exempt=True)
 
-    def score(self, **kwargs: object):  # type: ignore[no-untyped-def]
+    def score(self, **kwargs: object):
         base: dict[str, object] = {"conceded": False, "total_in_play": 250, "dix": [0, 0]}
         base.update(kwargs)
         return score_hand(self.partnership, **base)  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from referee.engine import two_handed
 from referee.engine.actions import (
     Action,
     Bid,
@@ -66,7 +67,14 @@ from referee.rules.cards import (
 from referee.rules.dealing import Deal
 from referee.rules.melds import MeldError, MeldResult, best_meld, build_meld_table, score_declared
 from referee.rules.options import RuleSet
-from referee.rules.scoring import GameEndRule, HandScore, SaveRule, game_winner, score_hand
+from referee.rules.scoring import (
+    GameEndRule,
+    HandScore,
+    SaveRule,
+    game_winner,
+    hopeless_contract,
+    score_hand,
+)
 from referee.rules.tricks import Counting, PlayRules, legal_plays, play_violation, trick_winner
 
 Events = list[Event]
@@ -78,14 +86,6 @@ Events = list[Event]
 
 def make_setup(rules: RuleSet) -> Setup:
     """Derive the per-game rule objects once; every later call reads them as plain fields."""
-    if rules.variant == "two-handed":
-        # Two-handed play (stock, progressive meld) is its own piece of work (issue 3); the
-        # variant is registered for rules queries only until then.
-        raise IllegalAction(
-            "WRONG_PHASE",
-            "two-handed game play is not available in this version; "
-            "the variant answers rules queries only",
-        )
     counting = Counting.of(rules.count_scheme, rules.last_trick_bonus)
     return Setup(
         rules=rules,
@@ -111,10 +111,11 @@ def make_setup(rules: RuleSet) -> Setup:
         ),
         meld_table=build_meld_table(
             rules.meld_values,
-            per_set=False,
+            per_set=rules.variant == "two-handed",
             run_counts_its_royal_marriage=rules.run_counts_its_royal_marriage,
             run_shares_marriage_cards=rules.run_shares_marriage_cards,
         ),
+        two_handed=rules.variant == "two-handed",
     )
 
 
@@ -147,14 +148,21 @@ def check_deal(setup: Setup, deal: Deal, dealer: int) -> None:
             )
     if len(deal.widow) != rules.widow_size:
         raise DealError(f"deal.widow must have {rules.widow_size} cards, got {len(deal.widow)}")
-    if deal.stock:
-        raise DealError(f"deal.stock must be empty in {rules.variant}")
-    if rules.variant == "partnership-no-bid":
+    stock_size = rules.deck - rules.players * rules.hand_size - 1 if setup.two_handed else 0
+    if len(deal.stock) != stock_size:
+        raise DealError(f"deal.stock must have {stock_size} cards, got {len(deal.stock)}")
+    if setup.two_handed:
+        if deal.turn_up is None:
+            raise DealError("deal.turn_up must be the card turned for trump")
+    elif rules.variant == "partnership-no-bid":
         if deal.turn_up is None or deal.turn_up not in deal.hands[dealer]:
             raise DealError("deal.turn_up must be one of the dealer's cards (the last one dealt)")
     elif deal.turn_up is not None:
         raise DealError(f"deal.turn_up must be null in {rules.variant}")
-    dealt = sorted([c for hand in deal.hands for c in hand] + list(deal.widow))
+    dealt = [c for hand in deal.hands for c in hand] + list(deal.widow) + list(deal.stock)
+    if setup.two_handed and deal.turn_up is not None:
+        dealt.append(deal.turn_up)
+    dealt.sort()
     if dealt != list(canonical_deck(rules.deck)):
         raise DealError(f"the deal is not a whole {rules.deck}-card deck")
 
@@ -190,7 +198,10 @@ def start_hand(state: GameState, deal: Deal) -> tuple[GameState, Events]:
             Event("cards_dealt", seat, {"hand": number, "cards": format_cards(hand.hands[seat])})
         )
     events.append(Event("deal", SEALED, {"hand": number, "deal": deal.to_json()}))
-    if not rules.bidding:
+    if setup.two_handed:
+        hand, more = two_handed.start(setup, hand)
+        events += more
+    elif not rules.bidding:
         assert deal.turn_up is not None
         hand = evolve_hand(hand, trump=deal.turn_up // 6, turn_up=deal.turn_up)
         events.append(
@@ -226,12 +237,31 @@ def apply(state: GameState, seat: int, action: Action) -> tuple[GameState, Event
             f"seat {seat}: pass with help is not allowed in this game (allow_pass_with_help)",
             "help",
         )
+    if (
+        isinstance(action, Meld)
+        and setup.two_handed
+        and (action.name is None or action.melds is not None)
+    ):
+        # A.8 item 1: a two-handed meld is {name, cards, points?}.
+        raise IllegalAction(
+            "MALFORMED_ACTION", "a two-handed meld names one combination: name and cards", "name"
+        )
+    if isinstance(action, Meld) and action.name is not None and not setup.two_handed:
+        # A.4: `name` is a two-handed meld field; elsewhere it is an extra field, and
+        # MALFORMED_ACTION comes before every other code (A.5), turn and phase included.
+        raise IllegalAction(
+            "MALFORMED_ACTION",
+            "a whole-hand meld takes cards (and melds, points), not name",
+            "name",
+        )
     if state.over:
         raise IllegalAction("GAME_OVER", f"seat {seat}: the game is over")
     hand = state.hand
     if hand is None:
         raise IllegalAction("WRONG_PHASE", f"seat {seat}: the next hand has not been dealt")
-    if isinstance(action, Concede):
+    if setup.two_handed:
+        new_hand, events = two_handed.act(setup, hand, seat, action)
+    elif isinstance(action, Concede):
         new_hand, events = _concede(setup, hand, seat)
     else:
         kind = action_type(action)
@@ -629,12 +659,6 @@ def _dead_dix(hand: HandState, seat: int, shown: tuple[Card, ...]) -> tuple[Card
 
 def _meld(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[HandState, Events]:
     assert isinstance(action, Meld)
-    if action.name is not None:
-        raise IllegalAction(
-            "MALFORMED_ACTION",
-            "a whole-hand meld takes cards (and melds, points), not name",
-            "name",
-        )
     if remove_cards(hand.hands[seat], action.cards) is None:
         raise IllegalAction(
             "CARD_NOT_IN_HAND", f"seat {seat} cannot show cards it does not hold", "cards"
@@ -859,8 +883,12 @@ def _hand_summary(setup: Setup, hand: HandState) -> tuple[dict[str, object], Han
     """The verdict's per-hand object and the score (A.7 items 8-10, GAME_RECORD.md §2)."""
     sides = setup.sides
     players = setup.rules.players
-    meld_by_seat = [0 if m is None else m.points for m in hand.melds]
-    dix_by_seat = [0 if m is None else m.dix_points for m in hand.melds]
+    if setup.two_handed:  # melds scored as they were declared (A.8 item 9)
+        meld_by_seat = list(hand.meld_points)
+        dix_by_seat = [0] * players
+    else:
+        meld_by_seat = [0 if m is None else m.points for m in hand.melds]
+        dix_by_seat = [0 if m is None else m.dix_points for m in hand.melds]
     points = list(hand.side_points)
     declaring_side = None if hand.declarer is None else setup.side_of(hand.declarer)
     if declaring_side is not None and hand.discards and not hand.conceded:
@@ -889,7 +917,9 @@ def _hand_summary(setup: Setup, hand: HandState) -> tuple[dict[str, object], Han
         # No trump could be named (A.7 item 5): declaring side -bid, everyone else 0, no meld.
         assert declaring_side is not None
         delta = tuple(-hand.bid if s == declaring_side else 0 for s in range(sides))
-        score = HandScore(delta, tuple(s != declaring_side for s in range(sides)), False)
+        # A.7 item 8: hopeless is reported for every hand with a contract; no meld here.
+        hopeless = hopeless_contract(hand.bid, 0, setup.total_in_play)
+        score = HandScore(delta, tuple(s != declaring_side for s in range(sides)), hopeless)
         points = [0] * sides
     else:
         if hand.conceded:
@@ -922,7 +952,25 @@ def _hand_summary(setup: Setup, hand: HandState) -> tuple[dict[str, object], Han
 
 
 def hand_progress(setup: Setup, hand: HandState) -> dict[str, object]:
-    """The verdict's object for a hand still in progress: meld so far, points so far, delta 0."""
+    """The verdict's object for a hand still in progress (A.7 item 10, A.8 item 9).
+
+    Bidding variants: the meld so far, the points taken so far, delta 0. Two-handed: melds have
+    scored as declared, so delta is the meld so far.
+    """
+    if setup.two_handed:
+        meld = list(hand.meld_points)
+        return {
+            "hand": hand.number,
+            "dealer": hand.dealer,
+            "declarer": None,
+            "bid": None,
+            "trump": None if hand.trump is None else format_suit(hand.trump),
+            "conceded": False,
+            "hopeless": False,
+            "meld": meld,
+            "points": list(hand.side_points),
+            "delta": meld,
+        }
     return {
         "hand": hand.number,
         "dealer": hand.dealer,
@@ -983,6 +1031,8 @@ def legal_actions(state: GameState, seat: int) -> list[dict[str, object]]:
     if state.over or hand is None:
         return []
     setup = state.setup
+    if setup.two_handed:
+        return two_handed.legal_actions(setup, hand, seat)
     rules = setup.rules
     result: list[dict[str, object]] = []
     if seat == hand.turn:

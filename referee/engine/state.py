@@ -89,6 +89,17 @@ class HandState:
     side_points: tuple[int, ...] = ()
     side_tricks: tuple[int, ...] = ()
     conceded: bool = False
+    # Two-handed only (RULES.md §2, A.8); see referee.engine.two_handed.
+    stock: tuple[Card, ...] = ()  # face-down stock, top first
+    table: tuple[
+        tuple[tuple[int, int], ...], ...
+    ] = ()  # per seat: (physical id, scored-types mask)
+    pending: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...] = ()  # deferred melds per seat
+    meld_points: tuple[int, ...] = ()  # meld scored so far this hand, per seat
+    scored_nines: tuple[int, ...] = ()  # 9s of trump in the concealed hand that have scored
+    window_seat: int | None = None  # the trick winner whose meld window is open
+    window_melded: bool = False  # the window's one meld has been made
+    draw_choice: bool | None = None  # last_draw winner_chooses: the winner takes the turned card
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +114,7 @@ class Setup:
     save_rule: SaveRule
     end_rule: GameEndRule
     meld_table: MeldTable
+    two_handed: bool = False
 
     def side_of(self, seat: int) -> int:
         return seat % 2 if self.rules.partnerships else seat

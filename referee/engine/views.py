@@ -70,6 +70,24 @@ def _public_hand(state: GameState, hand: HandState) -> dict[str, object]:
         "trick": {"leader": hand.trick_leader, "cards": format_cards(hand.trick)},
         "points": list(hand.side_points),
         "conceded": hand.conceded,
+    } | (_two_handed_public(hand) if state.setup.two_handed else {})
+
+
+def _two_handed_public(hand: HandState) -> dict[str, object]:
+    """Two-handed (A.10 item 3): the turned card, the stock size, each seat's melded cards."""
+    return {
+        "stock_size": len(hand.stock),
+        "table": [format_cards(sorted(pid >> 1 for pid, _ in side)) for side in hand.table],
+        "pending": [
+            [
+                {"name": name, "cards": format_cards(sorted(p >> 1 for p in pids))}
+                for name, pids in side
+            ]
+            for side in hand.pending
+        ],
+        "meld_points": list(hand.meld_points),
+        "window_seat": hand.window_seat,
+        "window_melded": hand.window_melded,
     }
 
 
@@ -110,5 +128,7 @@ def view(state: GameState, role: Role) -> dict[str, object]:
         public["received"] = [format_cards(r) for r in hand.received]
         public["discards"] = format_cards(hand.discards)
         public["deal"] = hand.deal.to_json()
+        if state.setup.two_handed:
+            public["stock"] = format_cards(hand.stock)
     out["hand"] = public
     return out

@@ -174,6 +174,19 @@ class MeldTable:
             frozen[name] = (row[0], row[1], row[2], row[3])
         object.__setattr__(self, "values", MappingProxyType(frozen))
 
+    def __reduce__(self) -> tuple[type[MeldTable], tuple[object, ...]]:
+        # The frozen mapping proxy cannot be pickled or deep-copied; rebuild from a plain dict
+        # so game states (which hold a table) can be copied and sent between processes.
+        return (
+            MeldTable,
+            (
+                dict(self.values),
+                self.roundhouse_bonus,
+                self.run_counts_its_royal_marriage,
+                self.run_shares_marriage_cards,
+            ),
+        )
+
     def __hash__(self) -> int:
         return hash(
             (
@@ -606,3 +619,39 @@ def _checked_cards(cards: Sequence[Card], field: str) -> Sequence[Card]:
         if type(card) is not int or not 0 <= card < CARD_COUNT:
             raise MeldError(f"{field}: {card!r} is not a card", field)
     return cards
+
+
+# --------------------------------------------------------------------------------------------
+# One set at a time (two-handed progressive meld, A.8 item 1)
+
+
+def one_set(name: str, cards: Sequence[Card], trump: Suit) -> tuple[Card, ...]:
+    """Check that ``cards`` are exactly one set of ``name``; return them sorted.
+
+    Two-handed melds name one combination at a time; the level is always 1 (a second set is a
+    second meld). Raises MeldError (``INVALID_MELD``) for an unknown name or wrong or extra cards.
+    """
+    if name not in CLASS_OF:
+        raise MeldError(f"name: unknown meld {name!r} (one of {', '.join(MELD_NAMES)})", "name")
+    ordered = tuple(sorted(_checked_cards(cards, "cards")))
+    if not ordered:
+        raise MeldError(f"cards: no cards given for {name}", "cards")
+    unit, description = _unit_of(name, ordered, trump, "cards")
+    if ordered != unit:
+        raise MeldError(
+            f"cards: {_cards_text(ordered)} is not one {name}: a {name} is {description}", "cards"
+        )
+    return ordered
+
+
+def single_sets(trump: Suit) -> tuple[tuple[str, tuple[Card, ...]], ...]:
+    """Every one-set combination under ``trump``, as (name, cards): 11 of them."""
+    sets: list[tuple[str, tuple[Card, ...]]] = [
+        ("run", _RUN_ROWS[trump][1]),
+        ("royal_marriage", _KQ_ROWS[trump][1]),
+    ]
+    sets.extend(("marriage", _KQ_ROWS[s][1]) for s in SUITS if s != trump)
+    sets.append(("dix", _DIX_ROWS[trump][1]))
+    sets.extend((name, rows[1]) for name, rows, _ in _AROUNDS)
+    sets.append(("pinochle", _PINOCHLE_ROWS[1]))
+    return tuple(sets)

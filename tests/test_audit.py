@@ -1,0 +1,653 @@
+"""Auditing recorded games: verdicts, claims, record errors, exit statuses, the command line
+(GAME_RECORD.md §1-§2, RULES.md A.7 item 10, A.10 item 6), and a fuzz test of malformed records."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from referee import cli
+from referee.audit import audit_record, audit_text, verdict_exit_status
+from referee.engine.actions import decode_action
+from referee.engine.errors import VIOLATION_CODES
+from referee.engine.game import Game, SeededDeals
+from referee.rules.options import resolve_options
+from tests.test_violations import NO_EXCHANGE, PLAY_HANDS, auto_action, make_deal
+
+VERDICT_KEYS = [
+    "record",
+    "legal",
+    "actions_checked",
+    "violation",
+    "hands",
+    "scores",
+    "finished",
+    "winner",
+    "claims",
+]
+HAND_KEYS = [
+    "dealer",
+    "declarer",
+    "bid",
+    "trump",
+    "conceded",
+    "hopeless",
+    "meld",
+    "points",
+    "delta",
+]
+VIOLATION_KEYS = ["hand", "action", "seat", "code", "message"]
+
+PARTNERSHIP = resolve_options("partnership", NO_EXCHANGE)
+DEAL = make_deal(PARTNERSHIP, PLAY_HANDS).to_json()
+
+# Hand 0 (dealer 0): seat 1 wins at 250, everyone melds, seat 0 shows KD QD, seat 1 concedes.
+HAND0 = [
+    {"seat": 1, "type": "bid", "amount": 250},
+    {"seat": 2, "type": "pass"},
+    {"seat": 3, "type": "pass"},
+    {"seat": 0, "type": "pass"},
+    {"seat": 1, "type": "declare_trump", "suit": "H"},
+    {"seat": 1, "type": "meld", "cards": []},
+    {"seat": 2, "type": "meld", "cards": []},
+    {"seat": 3, "type": "meld", "cards": []},
+    {"seat": 0, "type": "meld", "cards": ["KD", "QD"]},
+    {"seat": 1, "type": "concede"},
+]
+HAND0_SUMMARY = {
+    "dealer": 0,
+    "declarer": 1,
+    "bid": 250,
+    "trump": "H",
+    "conceded": True,
+    "hopeless": False,
+    "meld": [20, 0, 0, 0],
+    "points": [0, 0],
+    "delta": [20, -250],
+}
+# Hand 1 (dealer 1): the dealer is stuck at 250 and leads 10C; seat 2 then plays a spade.
+HAND1_TO_LEAD = [
+    {"seat": 2, "type": "pass"},
+    {"seat": 3, "type": "pass"},
+    {"seat": 0, "type": "pass"},
+    {"seat": 1, "type": "bid", "amount": 250},
+    {"seat": 1, "type": "declare_trump", "suit": "H"},
+    {"seat": 1, "type": "meld", "cards": []},
+    {"seat": 2, "type": "meld", "cards": []},
+    {"seat": 3, "type": "meld", "cards": []},
+    {"seat": 0, "type": "meld", "cards": []},
+    {"seat": 1, "type": "play", "card": "10C"},
+]
+BAD_PLAY = {"seat": 2, "type": "play", "card": "AS"}  # holds clubs: MUST_FOLLOW_SUIT
+
+
+def record(*hands: list[Any], **extra: object) -> dict[str, Any]:
+    """A partnership record (no exchange) whose hands are all dealt PLAY_HANDS."""
+    out: dict[str, Any] = {
+        "format": "pinochle-record/1",
+        "variant": "partnership",
+        "options": dict(NO_EXCHANGE),
+        "players": ["Ann", "Bob", "Cid", "Dee"],
+        "dealer": 0,
+        "hands": [{"deal": copy.deepcopy(DEAL), "actions": list(h)} for h in hands],
+    }
+    out.update(extra)
+    return out
+
+
+def check_verdict(verdict: dict[str, Any], name: str = "-") -> int:
+    """Assert the verdict is well-formed (GAME_RECORD.md §2) and return its exit status."""
+    json.dumps(verdict)
+    assert verdict["record"] == name
+    status = verdict_exit_status(verdict)
+    if "error" in verdict:
+        assert list(verdict) == ["record", "error"]
+        assert isinstance(verdict["error"], str) and verdict["error"]
+        assert status == 2
+        return status
+    keys = list(verdict)
+    if "violations" in keys:
+        keys.remove("violations")
+        assert list(verdict).index("violations") == 4
+        violations = verdict["violations"]
+        assert isinstance(violations, list)
+        assert (violations[0] if violations else None) == verdict["violation"]
+    else:
+        violations = [] if verdict["violation"] is None else [verdict["violation"]]
+    assert keys == VERDICT_KEYS
+    assert isinstance(verdict["legal"], bool)
+    assert verdict["legal"] == (verdict["violation"] is None)
+    checked = verdict["actions_checked"]
+    assert isinstance(checked, int) and not isinstance(checked, bool) and checked >= 0
+    for v in violations:
+        assert list(v) == VIOLATION_KEYS
+        assert isinstance(v["hand"], int) and isinstance(v["action"], int)
+        assert v["seat"] is None or (isinstance(v["seat"], int) and not isinstance(v["seat"], bool))
+        assert v["code"] in VIOLATION_CODES
+        assert isinstance(v["message"], str) and v["message"]
+    hands = verdict["hands"]
+    assert isinstance(hands, list)
+    for h in hands:
+        assert list(h) == HAND_KEYS
+        assert all(isinstance(x, int) for x in h["meld"] + h["points"] + h["delta"])
+        assert isinstance(h["conceded"], bool) and isinstance(h["hopeless"], bool)
+        assert h["trump"] in (None, "S", "H", "D", "C")
+    scores = verdict["scores"]
+    assert isinstance(scores, list) and all(isinstance(x, int) for x in scores)
+    assert isinstance(verdict["finished"], bool)
+    assert verdict["winner"] is None or isinstance(verdict["winner"], int)
+    claims = verdict["claims"]
+    assert isinstance(claims, list)
+    for c in claims:
+        assert list(c) == ["hand", "field", "claimed", "computed"]
+        assert c["field"] in ("delta", "scores", "winner")
+        assert (c["hand"] is None) == (c["field"] != "delta")
+    assert status == (0 if verdict["legal"] and not claims else 1)
+    return status
+
+
+def audit(data: object, name: str = "-", keep_going: bool = False) -> dict[str, Any]:
+    """``audit_record``, typed loosely for the assertions."""
+    return audit_record(data, name, keep_going)
+
+
+# --------------------------------------------------------------------------------------------
+# Verdicts
+
+
+def test_legal_record_verdict() -> None:
+    """A legal record: the §2 fields in order, one summary per hand, no claims to report."""
+    verdict = audit(record(HAND0), "t.json")
+    assert check_verdict(verdict, "t.json") == 0
+    assert verdict == {
+        "record": "t.json",
+        "legal": True,
+        "actions_checked": 10,
+        "violation": None,
+        "hands": [HAND0_SUMMARY],
+        "scores": [20, -250],
+        "finished": False,
+        "winner": None,
+        "claims": [],
+    }
+
+
+def test_violation_verdict() -> None:
+    """The first illegal action: hand and action indices from 0, the seat, the code, a message;
+    the hand in progress is listed with the state reached and delta 0; scores add up completed
+    hands; checking stops there."""
+    actions = [*HAND1_TO_LEAD, BAD_PLAY, {"seat": 2, "type": "play", "card": "AC"}]
+    verdict = audit(record(HAND0, actions))
+    assert check_verdict(verdict) == 1
+    assert verdict["legal"] is False
+    violation = verdict["violation"]
+    assert isinstance(violation, dict)
+    assert {k: violation[k] for k in ("hand", "action", "seat", "code")} == {
+        "hand": 1,
+        "action": 10,
+        "seat": 2,
+        "code": "MUST_FOLLOW_SUIT",
+    }
+    assert "seat 2" in violation["message"] and "AS" in violation["message"]
+    assert verdict["actions_checked"] == 10 + 11
+    assert verdict["hands"] == [
+        HAND0_SUMMARY,
+        {
+            "dealer": 1,
+            "declarer": 1,
+            "bid": 250,
+            "trump": "H",
+            "conceded": False,
+            "hopeless": False,
+            "meld": [0, 0, 0, 0],
+            "points": [0, 0],
+            "delta": [0, 0],
+        },
+    ]
+    assert verdict["scores"] == [20, -250] and verdict["finished"] is False
+    assert "violations" not in verdict
+
+
+def test_keep_going_reports_every_violation_and_skips_it() -> None:
+    """A.10 item 6: each illegal action is listed and skipped (the state is as if it had not
+    been sent); actions_checked counts all; violation stays the first."""
+    actions = [
+        *HAND1_TO_LEAD,
+        BAD_PLAY,
+        {"seat": 2, "type": "play", "card": "AC"},
+        {"seat": 1, "type": "play", "card": "10C"},  # seat 3 is to play: NOT_YOUR_TURN
+        {"seat": 3, "type": "play", "card": "QH"},
+        {"seat": 0, "type": "play", "card": "KD"},  # void in clubs, holds KH JH: MUST_TRUMP
+        {"seat": 0, "type": "play", "card": "KH"},
+    ]
+    verdict = audit(record(HAND0, actions), keep_going=True)
+    assert check_verdict(verdict) == 1
+    violations = verdict["violations"]
+    assert isinstance(violations, list)
+    assert [(v["action"], v["seat"], v["code"]) for v in violations] == [
+        (10, 2, "MUST_FOLLOW_SUIT"),
+        (12, 1, "NOT_YOUR_TURN"),
+        (14, 0, "MUST_TRUMP"),
+    ]
+    assert verdict["violation"] == violations[0]
+    assert verdict["actions_checked"] == 10 + len(actions)
+    assert verdict["hands"][-1]["points"] == [30, 0]
+    assert list(verdict)[:6] == [*VERDICT_KEYS[:4], "violations", "hands"]
+
+
+def test_keep_going_on_a_legal_record_has_an_empty_list() -> None:
+    verdict = audit(record(HAND0), keep_going=True)
+    assert verdict["violations"] == [] and verdict["legal"] is True
+
+
+def test_actions_after_the_game_ended_are_game_over() -> None:
+    """A.7 item 9: any action in a later hand is GAME_OVER; with --keep-going every one is
+    reported and counted (A.10 item 6), and a malformed one is MALFORMED_ACTION (A.5 order)."""
+    later = [
+        {"seat": 2, "type": "pass"},
+        {"seat": 3, "type": "shuffle"},
+        {"seat": 0, "type": "pass"},
+    ]
+    rec = record(HAND0, later, options={"target": 10, **NO_EXCHANGE})
+    verdict = audit(rec)
+    assert check_verdict(verdict) == 1
+    assert verdict["finished"] is True and verdict["winner"] == 0
+    assert verdict["violation"] == {
+        "hand": 1,
+        "action": 0,
+        "seat": 2,
+        "code": "GAME_OVER",
+        "message": verdict["violation"]["message"],
+    }
+    assert verdict["actions_checked"] == 11
+    verdict = audit(rec, keep_going=True)
+    assert [(v["action"], v["code"]) for v in verdict["violations"]] == [
+        (0, "GAME_OVER"),
+        (1, "MALFORMED_ACTION"),
+        (2, "GAME_OVER"),
+    ]
+    assert verdict["actions_checked"] == 13
+    assert len(verdict["hands"]) == 1
+    # A later hand with no actions is no violation.
+    assert audit(record(HAND0, [], options={"target": 10, **NO_EXCHANGE}))["legal"] is True
+
+
+@pytest.mark.parametrize(
+    ("bad", "seat"),
+    [
+        ("pass", None),
+        ({"type": "pass"}, None),
+        ({"seat": "1", "type": "bid", "amount": 250}, None),
+        ({"seat": True, "type": "bid", "amount": 250}, None),
+        ({"seat": 1, "type": "bid", "amount": 250.0}, 1),
+        ({"seat": 7, "type": "pass"}, 7),
+        ({"seat": 1, "type": "play"}, 1),
+    ],
+)
+def test_malformed_actions_in_a_record_are_violations(bad: Any, seat: int | None) -> None:
+    """Bad action shapes are MALFORMED_ACTION violations, never record errors or tracebacks;
+    a seat that is not a number is reported as null."""
+    verdict = audit(record([bad]))
+    assert check_verdict(verdict) == 1
+    assert verdict["violation"]["code"] == "MALFORMED_ACTION"
+    assert verdict["violation"]["seat"] == seat
+
+
+def test_an_action_after_the_hand_ended_is_a_violation() -> None:
+    """An action listed after the hand is complete is refused, not applied to the next hand."""
+    verdict = audit(record([*HAND0, {"seat": 2, "type": "pass"}]))
+    assert check_verdict(verdict) == 1 and verdict["violation"]["action"] == 10
+
+
+def test_a_redeal_hand_is_complete_and_the_deal_rotates() -> None:
+    """A.7 item 2: an all-pass hand ends with declarer, bid and trump null and delta 0; the
+    next hands entry is dealt by the next dealer."""
+    rules = resolve_options("cutthroat")
+    deal = make_deal(rules, ()).to_json()
+    rec = {
+        "format": "pinochle-record/1",
+        "variant": "cutthroat",
+        "hands": [
+            {
+                "deal": deal,
+                "actions": [{"seat": s, "type": "pass"} for s in (1, 2, 0)],
+                "claimed": {"delta": [0, 0, 0]},
+            },
+            {"deal": deal, "actions": [{"seat": 2, "type": "bid", "amount": 300}]},
+        ],
+    }
+    verdict = audit(rec)
+    assert check_verdict(verdict) == 0
+    assert verdict["hands"][0] == {
+        "dealer": 0,
+        "declarer": None,
+        "bid": None,
+        "trump": None,
+        "conceded": False,
+        "hopeless": False,
+        "meld": [0, 0, 0],
+        "points": [0, 0, 0],
+        "delta": [0, 0, 0],
+    }
+    assert verdict["hands"][1]["dealer"] == 1 and verdict["scores"] == [0, 0, 0]
+
+
+def test_a_no_bid_turn_up_must_be_the_dealers_card() -> None:
+    """GAME_RECORD.md §1: no-bid's turn_up is the dealer's last card; otherwise a bad deal."""
+    rec = copy.deepcopy(BASES[4])
+    deal = rec["hands"][0]["deal"]
+    dealer_cards = deal["hands"][0]
+    deal["turn_up"] = next(c for c in deal["hands"][1] if c not in dealer_cards)
+    assert check_verdict(audit(rec)) == 2
+    deal["turn_up"] = None
+    assert check_verdict(audit(rec)) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# Claims
+
+
+def test_hand_delta_claims() -> None:
+    """A hand's delta claim is checked once the hand is complete; only mismatches are listed."""
+    rec = record(HAND0)
+    rec["hands"][0]["claimed"] = {"delta": [20, -250]}
+    verdict = audit(rec)
+    assert verdict["claims"] == [] and check_verdict(verdict) == 0
+    rec["hands"][0]["claimed"] = {"delta": [20, -240]}
+    verdict = audit(rec)
+    assert verdict["claims"] == [
+        {"hand": 0, "field": "delta", "claimed": [20, -240], "computed": [20, -250]}
+    ]
+    assert verdict["legal"] is True and check_verdict(verdict) == 1
+
+
+def test_an_unfinished_hand_claim_is_not_checked() -> None:
+    """A.7 item 10: a delta claim is checked only once its hand is complete."""
+    rec = record(HAND0[:5])
+    rec["hands"][0]["claimed"] = {"delta": [1, 2]}
+    verdict = audit(rec)
+    assert verdict["claims"] == [] and check_verdict(verdict) == 0
+
+
+def test_game_claims() -> None:
+    """Game-level scores and winner claims are listed with "hand": null when they differ."""
+    verdict = audit(record(HAND0, claimed={"scores": [20, -250], "winner": None}))
+    assert verdict["claims"] == [] and check_verdict(verdict) == 0
+    verdict = audit(record(HAND0, claimed={"scores": [0, 0], "winner": 1}))
+    assert verdict["claims"] == [
+        {"hand": None, "field": "scores", "claimed": [0, 0], "computed": [20, -250]},
+        {"hand": None, "field": "winner", "claimed": 1, "computed": None},
+    ]
+    assert check_verdict(verdict) == 1
+
+
+def test_game_claims_are_not_checked_after_a_violation() -> None:
+    """A.7 item 10: the game's scores and winner claims only when there is no violation."""
+    rec = record(HAND0, [*HAND1_TO_LEAD, BAD_PLAY], claimed={"scores": [9, 9], "winner": 1})
+    verdict = audit(rec)
+    assert verdict["claims"] == [] and verdict["legal"] is False
+
+
+# --------------------------------------------------------------------------------------------
+# Record errors (exit 2)
+
+
+def _bad_deal(mutate: Any) -> dict[str, Any]:
+    rec = record(HAND0)
+    mutate(rec["hands"][0]["deal"])
+    return rec
+
+
+RECORD_ERRORS = {
+    "not an object": [],
+    "unknown top-level key": record(HAND0, colour="red"),
+    "wrong format": record(HAND0, format="pinochle-record/2"),
+    "unknown variant": record(HAND0, variant="skat"),
+    "unknown option": record(HAND0, options={"colour": 1}),
+    "option of the wrong type": record(HAND0, options={"target": "high"}),
+    "unsupported option": record(HAND0, options={"nines_redeal": True}),
+    "variant missing": {k: v for k, v in record(HAND0).items() if k != "variant"},
+    "hands not a list": record(HAND0, hands={}),
+    "dealer out of range": record(HAND0, dealer=4),
+    "players not names": record(HAND0, players=[1, 2, 3, 4]),
+    "unknown hand key": {**record(), "hands": [{"deal": DEAL, "actions": [], "note": 1}]},
+    "missing deal": {**record(), "hands": [{"actions": []}]},
+    "short hand": _bad_deal(lambda d: d["hands"][0].pop()),
+    "card twice too often": _bad_deal(lambda d: d["hands"][0].__setitem__(0, "AS")),
+    "bad card in deal": _bad_deal(lambda d: d["hands"][0].__setitem__(0, "ZZ")),
+    "widow in partnership": _bad_deal(lambda d: d.__setitem__("widow", ["AS"])),
+    "unknown deal key": _bad_deal(lambda d: d.__setitem__("kitty", [])),
+    "three hands": _bad_deal(lambda d: d["hands"].pop()),
+    "actions not a list": {**record(), "hands": [{"deal": DEAL, "actions": {}}]},
+    "unfinished hand before the last": record(HAND0[:4], HAND0),
+    "bad delta claim": {
+        **record(),
+        "hands": [{"deal": DEAL, "actions": HAND0, "claimed": {"delta": "20"}}],
+    },
+    "bad game claim": record(HAND0, claimed={"winner": "team 0"}),
+}
+
+
+@pytest.mark.parametrize("name", list(RECORD_ERRORS))
+def test_record_errors(name: str) -> None:
+    """Bad records are {"record", "error"} verdicts with exit status 2, never violations."""
+    verdict = audit(RECORD_ERRORS[name], "r.json")
+    assert check_verdict(verdict, "r.json") == 2, verdict
+
+
+def test_not_json_is_a_record_error() -> None:
+    for text in ("{", "", "nul", "[" * 100_000):
+        verdict = audit_text(text, "x")
+        assert check_verdict(verdict, "x") == 2
+
+
+def test_x_keys_are_kept_and_ignored() -> None:
+    """§1: top-level keys starting with x- are allowed (tournament ids and the like)."""
+    verdict = audit(record(HAND0, **{"x-table": 7, "x-when": {"day": 1}}))
+    assert check_verdict(verdict) == 0
+
+
+def test_options_and_players_may_be_omitted() -> None:
+    rec = record(HAND0)
+    del rec["players"]
+    rec["options"] = None
+    rec["hands"][0]["actions"] = []
+    verdict = audit(rec)
+    assert check_verdict(verdict) == 0 and verdict["hands"][0]["delta"] == [0, 0]
+
+
+# --------------------------------------------------------------------------------------------
+# The command line
+
+
+def _write(path: Path, data: object) -> str:
+    path.write_text(data if isinstance(data, str) else json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def _lines(capsys: Any) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_cli_exit_statuses(tmp_path: Path, capsys) -> None:
+    """0 all legal with matching claims; 1 a violation or claim mismatch; 2 an unreadable or
+    invalid record, the other files still checked, one line per file in order."""
+    legal = _write(tmp_path / "legal.json", record(HAND0))
+    illegal = _write(tmp_path / "illegal.json", record(HAND0, [*HAND1_TO_LEAD, BAD_PLAY]))
+    claim = _write(tmp_path / "claim.json", record(HAND0, claimed={"scores": [0, 0]}))
+    broken = _write(tmp_path / "broken.json", "{not json")
+    missing = str(tmp_path / "missing.json")
+
+    assert cli.main(["audit", legal]) == 0
+    assert [v["legal"] for v in _lines(capsys)] == [True]
+    assert cli.main(["audit", legal, illegal]) == 1
+    assert [v["legal"] for v in _lines(capsys)] == [True, False]
+    assert cli.main(["audit", claim]) == 1
+    capsys.readouterr()
+    assert cli.main(["audit", broken, legal]) == 2
+    lines = _lines(capsys)
+    assert lines[0]["record"] == broken and "error" in lines[0] and lines[1]["legal"] is True
+    assert cli.main(["audit", legal, missing, illegal]) == 2
+    lines = _lines(capsys)
+    assert [v["record"] for v in lines] == [legal, missing, illegal]
+    assert list(lines[1]) == ["record", "error"]
+
+
+def test_cli_keep_going(tmp_path: Path, capsys) -> None:
+    illegal = _write(tmp_path / "illegal.json", record(HAND0, [*HAND1_TO_LEAD, BAD_PLAY]))
+    assert cli.main(["audit", "--keep-going", illegal]) == 1
+    (verdict,) = _lines(capsys)
+    assert [v["code"] for v in verdict["violations"]] == ["MUST_FOLLOW_SUIT"]
+
+
+def test_cli_reads_one_record_from_stdin(monkeypatch, capsys) -> None:
+    """`audit -` reads one record from standard input."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(record(HAND0))))
+    assert cli.main(["audit", "-"]) == 0
+    (verdict,) = _lines(capsys)
+    assert verdict["record"] == "-" and verdict["scores"] == [20, -250]
+    monkeypatch.setattr("sys.stdin", io.StringIO("nope"))
+    assert cli.main(["audit", "-"]) == 2
+
+
+def test_cli_jobs_give_the_same_lines(tmp_path: Path, capsys) -> None:
+    """--jobs 2 over 10 files prints exactly what --jobs 1 prints, in file order."""
+    sources = [
+        record(HAND0),
+        record(HAND0, [*HAND1_TO_LEAD, BAD_PLAY]),
+        record(HAND0, claimed={"winner": 1}),
+        "]",
+        record(HAND0, colour=1),
+    ]
+    paths = [_write(tmp_path / f"r{i}.json", sources[i % len(sources)]) for i in range(10)]
+    assert cli.main(["audit", "--jobs", "1", *paths]) == 2
+    one = capsys.readouterr().out
+    assert cli.main(["audit", "--jobs", "2", *paths]) == 2
+    two = capsys.readouterr().out
+    assert one == two and len(one.splitlines()) == 10
+    assert [json.loads(line)["record"] for line in two.splitlines()] == paths
+
+
+# --------------------------------------------------------------------------------------------
+# Fuzz: random and mutated records never escape as exceptions
+
+
+def _exported(variant: str, options: dict[str, object], seed: str, actions: int) -> Any:
+    """A real exported record: a seeded game, seat (dealer + 1) declaring, cut after
+    ``actions`` actions."""
+    rules = resolve_options(variant, options)
+    game = Game(rules, 0, SeededDeals(seed))
+    for _ in range(actions):
+        if game.state.over or game.state.hand is None:
+            break
+        h = game.state.hand
+        if h.phase == "auction" and h.turn == (h.dealer + 1) % rules.players and h.high_bid is None:
+            from referee.engine.engine import bid_window
+
+            seat, data = h.turn, {"type": "bid", "amount": bid_window(game.state.setup, h)[0]}
+        else:
+            seat, data = auto_action(game.state)
+        game.act(seat, decode_action(data))
+    return json.loads(json.dumps(game.export(players=None)))
+
+
+BASES = [
+    record(HAND0, [*HAND1_TO_LEAD, BAD_PLAY], claimed={"scores": [20, -250]}),
+    _exported("partnership", {}, "fuzz", 70),
+    _exported("cutthroat", {}, "fuzz", 60),
+    _exported("double-deck", {"deck": 48, "exchange_mode": "kitty"}, "fuzz", 60),
+    _exported("partnership-no-bid", {}, "fuzz", 60),
+]
+
+CARDISH = st.sampled_from(
+    ["AS", "10h", "TD", "qc", "9H", "JS", "KD", "1S", "AX", "", "A", "10", " QS "]
+)
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-3, max_value=300)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6)
+    | CARDISH,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(max_size=6) | st.sampled_from(["seat", "type", "x-a"]), children, max_size=4
+        )
+    ),
+    max_leaves=8,
+)
+
+
+def _paths(value: object, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out += _paths(item, (*prefix, index))
+    return out
+
+
+def _mutate(rec: Any, data: Any) -> Any:
+    """Apply one mutation at a random place: drop a key or item, replace a value (any JSON, or
+    a card-like string), or truncate a list."""
+    paths = [p for p in _paths(rec) if p]
+    if not paths:
+        return data.draw(JSON_VALUES)
+    path = data.draw(st.sampled_from(paths))
+    parent: Any = rec
+    for key in path[:-1]:
+        parent = parent[key]
+    key = path[-1]
+    kind = data.draw(st.sampled_from(["drop", "replace", "card", "truncate"]))
+    target = parent[key]
+    if kind == "drop":
+        del parent[key]
+    elif kind == "card" or (kind == "truncate" and not isinstance(target, list)):
+        parent[key] = data.draw(CARDISH)
+    elif kind == "truncate":
+        del target[data.draw(st.integers(0, len(target))) :]
+    else:
+        parent[key] = data.draw(JSON_VALUES)
+    return rec
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_mutated_records_give_well_formed_verdicts(data) -> None:
+    """Drop keys, change types, replace cards, truncate lists of real records: audit_text always
+    answers a well-formed verdict (an error, or every verdict field with the right types)."""
+    rec = copy.deepcopy(data.draw(st.sampled_from(BASES)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        rec = _mutate(rec, data)
+    keep_going = data.draw(st.booleans())
+    verdict = audit_text(json.dumps(rec), "m.json", keep_going)
+    check_verdict(verdict, "m.json")
+    if "error" not in verdict:
+        assert ("violations" in verdict) == keep_going
+
+
+@settings(max_examples=60, deadline=None)
+@given(JSON_VALUES | st.text(max_size=30))
+def test_random_input_gives_well_formed_verdicts(value) -> None:
+    """Arbitrary JSON (or text) is a record error, never an exception."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    verdict = audit_text(text, "r")
+    check_verdict(verdict, "r")
+
+
+def test_the_fuzz_bases_are_what_they_seem() -> None:
+    """The exported bases audit as legal (a referee's own export is legal, §2)."""
+    for base in BASES[1:]:
+        verdict = audit(copy.deepcopy(base))
+        assert check_verdict(verdict) == 0, verdict
+    assert audit(copy.deepcopy(BASES[0]))["legal"] is False
