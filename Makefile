@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck bench golden run clean
+.PHONY: install proto test lint typecheck bench golden run clean
+
+PROTO_SRC := protos/pinochle/referee/v1/referee.proto
+PROTO_OUT := protos/pinochle/referee/v1/referee_pb2.py
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,28 +15,35 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# Stubs (and .pyi typing stubs) are generated from protos/ by the build, never committed.
+$(PROTO_OUT): $(PROTO_SRC) $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m grpc_tools.protoc -I . \
+		-I "$$($(BIN)/python -c 'import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), "_proto"))')" \
+		--python_out=. --grpc_python_out=. --mypy_out=. --mypy_grpc_out=. $(PROTO_SRC)
 
-test: $(STAMP)
+proto: $(PROTO_OUT)
+
+install: $(STAMP) $(PROTO_OUT)
+
+test: install
 	$(BIN)/ruff check referee tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-lint: $(STAMP)
+lint: install
 	$(BIN)/ruff check referee tests bench
 	$(BIN)/ruff format --check referee tests bench
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: install
 	$(BIN)/python -m bench.engine
 
-golden: $(STAMP)
+golden: install
 	$(BIN)/python -m tests.golden_gen
 
-run: $(STAMP)
-	@echo "The gRPC service is not built yet (issue 4); 'make run' will serve once it exists."
-	@echo "Until then: $(BIN)/pinochle-referee query  /  $(BIN)/pinochle-referee audit FILE"
-	@false
+run: install
+	$(BIN)/pinochle-referee serve
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	find protos -name '*_pb2*.py*' -delete

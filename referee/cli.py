@@ -7,7 +7,9 @@ go to standard error. Bad input never produces a traceback: it becomes an ``erro
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -85,6 +87,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("--jobs", type=int, default=1, help="processes for large batches")
     commands.add_parser("query", help="answer rules queries: JSON lines on stdin")
+    serve = commands.add_parser("serve", help="serve the gRPC API")
+    from referee.service.server import add_arguments  # noqa: PLC0415 - grpc only when serving
+
+    add_arguments(serve)
+    export = commands.add_parser("export", help="print a stored game as pinochle-record/1")
+    export.add_argument("game_id")
+    export.add_argument(
+        "--db",
+        default=os.environ.get("PINOCHLE_REFEREE_DB", "./data/referee.db"),
+        help="SQLite path or postgresql:// URL",
+    )
+    verify = commands.add_parser(
+        "verify-deal", help="check a deal against the commitment published when it was dealt"
+    )
+    verify.add_argument("commitment", help="hex SHA-256 from the deal_committed event")
+    verify.add_argument("salt", help="hex salt from the deal_salt event")
+    verify.add_argument(
+        "deal", help="the deal JSON (from deal_revealed or an export), or - for stdin"
+    )
+    demo = commands.add_parser("demo", help="play one game with simple bots through the API")
+    demo.add_argument("--variant", default="partnership")
+    demo.add_argument("--options", default="{}", help="options as a JSON object")
+    demo.add_argument("--seed", default="demo")
+    demo.add_argument("--address", default=None, help="host:port of a running server")
     return parser
 
 
@@ -95,7 +121,61 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("pinochle-referee: --jobs must be at least 1", file=sys.stderr)
             return 2
         return _run_audit(args.files, args.keep_going, args.jobs)
+    if args.command == "serve":
+        from referee.service.server import serve, settings_from  # noqa: PLC0415
+
+        asyncio.run(serve(settings_from(args)))
+        return 0
+    if args.command == "export":
+        return asyncio.run(_export(args.game_id, args.db))
+    if args.command == "verify-deal":
+        return _verify_deal(args.commitment, args.salt, args.deal)
+    if args.command == "demo":
+        from referee.demo import main as demo_main  # noqa: PLC0415
+
+        try:
+            options = json.loads(args.options)
+        except json.JSONDecodeError as error:
+            print(f"pinochle-referee: --options is not JSON: {error}", file=sys.stderr)
+            return 2
+        return demo_main(args.variant, options, args.seed, args.address)
     return _run_query()
+
+
+async def _export(game_id: str, db: str) -> int:
+    from referee.service.errors import ServiceError  # noqa: PLC0415
+    from referee.service.games import GameManager  # noqa: PLC0415
+    from referee.service.server import open_store  # noqa: PLC0415
+
+    store = open_store(db)
+    await store.open()
+    try:
+        games = GameManager(store)
+        live = await games.load(game_id)
+        print(json.dumps(await games.export_record(live)))
+        return 0
+    except ServiceError as error:
+        print(f"pinochle-referee: {error.message}", file=sys.stderr)
+        return 1
+    finally:
+        await store.close()
+
+
+def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
+    from referee.audit import RecordError, parse_deal  # noqa: PLC0415
+    from referee.rules.dealing import deal_commitment  # noqa: PLC0415
+
+    text = sys.stdin.read() if deal_text == "-" else deal_text
+    try:
+        deal = parse_deal(json.loads(text), "deal")
+        salt_bytes = bytes.fromhex(salt)
+    except (json.JSONDecodeError, RecordError, ValueError) as error:
+        print(f"pinochle-referee: {error}", file=sys.stderr)
+        return 2
+    computed = deal_commitment(deal, salt_bytes)
+    ok = computed == commitment.strip().lower()
+    print(json.dumps({"valid": ok, "commitment": commitment, "computed": computed}))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -1098,6 +1098,20 @@ def matches(entry: dict[str, object], action: dict[str, object]) -> bool:
             and (amount - low) % step == 0
             and (high is None or (isinstance(high, int) and amount <= high))
         )
+    if kind == "meld" and "from" not in entry:
+        # A two-handed meld entry is one concrete combination (A.8 item 1, A.10 item 2): the
+        # same name and cards (in any order), and a points claim, if any, equal to its value.
+        cards = action.get("cards")
+        listed = entry["cards"]
+        assert isinstance(listed, list)
+        return (
+            set(action) <= {"type", "name", "cards", "points"}
+            and action.get("name") == entry["name"]
+            and isinstance(cards, list)
+            and sorted(str(c) for c in cards) == sorted(str(c) for c in listed)
+            and not isinstance(action.get("points"), bool)
+            and action.get("points", entry["points"]) == entry["points"]
+        )
     if kind in ("pass_cards", "discard", "meld"):
         cards = action.get("cards")
         source = entry["from"]

@@ -100,6 +100,9 @@ class HandState:
     window_seat: int | None = None  # the trick winner whose meld window is open
     window_melded: bool = False  # the window's one meld has been made
     draw_choice: bool | None = None  # last_draw winner_chooses: the winner takes the turned card
+    # Every two-handed meld scored this hand, in order: (seat, name, cards, points). A.10 item 3:
+    # every role sees every meld shown with its points, also after its cards have been played.
+    scored_melds: tuple[tuple[int, str, tuple[Card, ...], int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

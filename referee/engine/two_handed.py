@@ -321,6 +321,7 @@ def _meld(setup: Setup, hand: HandState, seat: int, action: Meld) -> tuple[HandS
             pending=_set(hand.pending, seat, tuple(pending)),
             meld_points=_add(hand.meld_points, seat, value),
             window_melded=hand.window_melded or name != "dix",
+            scored_melds=(*hand.scored_melds, (seat, name, faces, value)),
         ),
         [event],
     )
@@ -556,7 +557,10 @@ def legal_actions(setup: Setup, hand: HandState, seat: int) -> list[dict[str, ob
                 _check_meld(setup, hand, seat, Meld(cards=faces, name=name))
             except IllegalAction:
                 continue
-            result.append({"type": "meld", "name": name, "cards": format_cards(faces)})
+            # A.10 item 2: a concrete action; ``points`` is the value a claim must state (A.8 1).
+            value = setup.meld_table.value(name, 1)
+            entry = {"type": "meld", "name": name, "cards": format_cards(faces), "points": value}
+            result.append(entry)
         if (
             setup.rules.last_draw == "winner_chooses"
             and len(hand.stock) == 1

@@ -86,6 +86,11 @@ def _two_handed_public(hand: HandState) -> dict[str, object]:
             for side in hand.pending
         ],
         "meld_points": list(hand.meld_points),
+        # A.10 item 3: every meld shown, with its points (its cards may since have been played).
+        "scored_melds": [
+            {"seat": seat, "name": name, "cards": format_cards(cards), "points": points}
+            for seat, name, cards, points in hand.scored_melds
+        ],
         "window_seat": hand.window_seat,
         "window_melded": hand.window_melded,
     }

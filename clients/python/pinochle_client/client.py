@@ -1,0 +1,262 @@
+"""The client: thin typed wrappers over the generated stubs, with rich errors decoded."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import grpc
+from google.protobuf import struct_pb2
+from google.protobuf.json_format import MessageToDict
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
+from referee.service.convert import action_from_json, dict_to_struct, to_plain
+
+
+class RefereeError(Exception):
+    """A refused call: ``code`` (gRPC), ``reason`` (A.5 code or service reason), ``version``."""
+
+    def __init__(self, error: grpc.RpcError) -> None:
+        self.code: grpc.StatusCode = error.code()
+        self.message: str = error.details() or ""
+        self.reason = ""
+        self.metadata: dict[str, str] = {}
+        self.fields: list[str] = []
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+        for detail in status.details if status is not None else ():
+            if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                info = error_details_pb2.ErrorInfo()
+                detail.Unpack(info)
+                self.reason = info.reason
+                self.metadata = dict(info.metadata)
+            elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+                bad = error_details_pb2.BadRequest()
+                detail.Unpack(bad)
+                self.fields = [v.field for v in bad.field_violations]
+        super().__init__(f"{self.code.name} {self.reason}: {self.message}")
+
+    @property
+    def version(self) -> int | None:
+        value = self.metadata.get("version")
+        return int(value) if value is not None else None
+
+
+def _plain(message: struct_pb2.Struct) -> dict[str, Any]:
+    value = to_plain(MessageToDict(message))
+    assert isinstance(value, dict)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedGame:
+    game_id: str
+    seat_tokens: list[str]
+    spectator_token: str
+    adjudicator_token: str
+    version: int
+
+
+class RefereeClient:
+    """An ``asyncio`` client. Use as an async context manager or call ``close()``."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        channel: grpc.aio.Channel | None = None,
+    ) -> None:
+        if channel is None:
+            channel = (
+                grpc.aio.secure_channel(target, credentials)
+                if credentials is not None
+                else grpc.aio.insecure_channel(target)
+            )
+        self.channel = channel
+        self.referee = pb_grpc.RefereeServiceStub(channel)
+        self.rules = pb_grpc.RulesServiceStub(channel)
+
+    async def __aenter__(self) -> RefereeClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def create_game(
+        self,
+        variant: str,
+        options: Mapping[str, object] | None = None,
+        *,
+        first_dealer: int = 0,
+        seed: str | None = None,
+        given_deals: Sequence[Mapping[str, object]] | None = None,
+        players: Sequence[str] = (),
+        adjudicator_token: str | None = None,
+    ) -> CreatedGame:
+        request = pb.CreateGameRequest(
+            variant=variant, first_dealer=first_dealer, player_names=list(players)
+        )
+        if options is not None:
+            request.options.CopyFrom(dict_to_struct(options))
+        if seed is not None:
+            request.seed = seed
+        elif given_deals is not None:
+            request.given_deals.deals.extend([dict_to_struct(d) for d in given_deals])
+        else:
+            request.server_shuffle.SetInParent()
+        metadata = _auth(adjudicator_token)
+        try:
+            response = await self.referee.CreateGame(request, metadata=metadata)
+        except grpc.RpcError as error:
+            raise RefereeError(error) from None
+        return CreatedGame(
+            response.game_id,
+            list(response.seat_tokens),
+            response.spectator_token,
+            response.adjudicator_token,
+            response.version,
+        )
+
+    def session(self, game_id: str, token: str) -> Session:
+        return Session(self, game_id, token)
+
+    def seat(self, game_id: str, token: str) -> SeatSession:
+        return SeatSession(self, game_id, token)
+
+    async def list_variants(self) -> list[dict[str, Any]]:
+        response = await self.referee.ListVariants(pb.ListVariantsRequest())
+        return [MessageToDict(v, preserving_proto_field_name=True) for v in response.variants]
+
+    async def audit_records(
+        self, records: Sequence[str], keep_going: bool = False
+    ) -> AsyncIterator[dict[str, Any]]:
+        request = pb.AuditRecordsRequest(records=list(records), keep_going=keep_going)
+        async for item in self.referee.AuditRecords(request):
+            yield _plain(item.verdict)
+
+
+def _auth(token: str | None) -> tuple[tuple[str, str], ...] | None:
+    return (("authorization", f"Bearer {token}"),) if token else None
+
+
+class Session:
+    """Calls made with one game token (seat, spectator or adjudicator)."""
+
+    def __init__(self, client: RefereeClient, game_id: str, token: str) -> None:
+        self.client = client
+        self.game_id = game_id
+        self.token = token
+        self.metadata = _auth(token)
+        self.version = 0
+
+    async def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, metadata=self.metadata)
+        except grpc.RpcError as error:
+            raise RefereeError(error) from None
+
+    async def view(self) -> dict[str, Any]:
+        response = await self._call(
+            self.client.referee.GetGame, pb.GetGameRequest(game_id=self.game_id)
+        )
+        self.version = response.version
+        return _plain(response.view)
+
+    async def export(self) -> dict[str, Any]:
+        response = await self._call(
+            self.client.referee.ExportGame, pb.ExportGameRequest(game_id=self.game_id)
+        )
+        return _plain(response.record)
+
+    async def audit_log(self, after_seq: int = 0) -> list[dict[str, Any]]:
+        response = await self._call(
+            self.client.referee.GetAuditLog,
+            pb.GetAuditLogRequest(game_id=self.game_id, after_seq=after_seq),
+        )
+        return [MessageToDict(e, preserving_proto_field_name=True) for e in response.entries]
+
+    async def verify_audit_log(self) -> bool:
+        response = await self._call(
+            self.client.referee.VerifyAuditLog, pb.VerifyAuditLogRequest(game_id=self.game_id)
+        )
+        return bool(response.intact)
+
+    async def watch(self, from_version: int = 0) -> AsyncIterator[dict[str, Any]]:
+        """Events (and snapshots) as plain dicts: ``{"event": {...}}`` or ``{"snapshot": ...}``."""
+        stream = self.client.referee.WatchGame(
+            pb.WatchGameRequest(game_id=self.game_id, from_version=from_version),
+            metadata=self.metadata,
+        )
+        try:
+            async for item in stream:
+                if item.HasField("event"):
+                    event = item.event
+                    yield {
+                        "event": {
+                            "seq": event.seq,
+                            "version": event.version,
+                            "kind": event.kind,
+                            "audience": event.audience,
+                            **_plain(event.data),
+                        }
+                    }
+                else:
+                    yield {
+                        "snapshot": {
+                            "version": item.snapshot.version,
+                            "view": _plain(item.snapshot.view),
+                        }
+                    }
+        except grpc.RpcError as error:
+            raise RefereeError(error) from None
+
+
+class SeatSession(Session):
+    """A seat: everything a session does, plus legal actions and submitting actions."""
+
+    async def legal_actions(self) -> list[dict[str, Any]]:
+        response = await self._call(
+            self.client.referee.ListLegalActions,
+            pb.ListLegalActionsRequest(game_id=self.game_id),
+        )
+        self.version = response.version
+        return [_plain(a) for a in response.actions]
+
+    async def submit(
+        self,
+        action: Mapping[str, object],
+        *,
+        expected_version: int | None = None,
+        request_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Submit an action in its A.4 JSON form; returns {version, view, events}."""
+        request = pb.SubmitActionRequest(
+            game_id=self.game_id,
+            action=action_from_json(action),
+            expected_version=self.version if expected_version is None else expected_version,
+            request_id=request_id or uuid.uuid4().hex,
+        )
+        response = await self._call(self.client.referee.SubmitAction, request)
+        self.version = response.version
+        return {
+            "version": response.version,
+            "view": _plain(response.view),
+            "events": [
+                {"seq": e.seq, "version": e.version, "kind": e.kind, **_plain(e.data)}
+                for e in response.events
+            ],
+        }

@@ -1,0 +1,1 @@
+"""The gRPC service: servicers, protobuf conversion, auth, errors, metrics and the server."""

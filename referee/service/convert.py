@@ -1,0 +1,171 @@
+"""Protobuf <-> core, in one place.
+
+Actions cross the wire as the ``Action`` oneof and are turned into their JSON form (A.4) here,
+then decoded by the engine's one decoder (``decode_action``), so an action means the same thing
+in a record, a query and an RPC. JSON-shaped values (options, views, events, descriptors,
+records, verdicts) travel as ``google.protobuf.Struct``; Struct numbers are doubles, so
+``to_plain`` turns integral numbers back into ints on the way in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from google.protobuf import struct_pb2
+from google.protobuf.json_format import MessageToDict
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.engine.events import Event
+
+
+def to_plain(value: object) -> object:
+    """A Struct-decoded value with integral floats made ints again (options, deals, actions)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [to_plain(v) for v in value]
+    return value
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, object]:
+    plain = to_plain(MessageToDict(message))
+    assert isinstance(plain, dict)
+    return plain
+
+
+def dict_to_struct(data: Mapping[str, object]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(_jsonable(data))  # type: ignore[arg-type]
+    return struct
+
+
+def to_value(data: object) -> struct_pb2.Value:
+    value = struct_pb2.Value()
+    if data is None:
+        value.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(data, bool):
+        value.bool_value = data
+    elif isinstance(data, int | float):
+        value.number_value = data
+    elif isinstance(data, str):
+        value.string_value = data
+    elif isinstance(data, Mapping):
+        value.struct_value.update(_jsonable(data))  # type: ignore[arg-type]
+    elif isinstance(data, list | tuple):
+        value.list_value.extend([_jsonable(v) for v in data])  # type: ignore[misc]
+    else:
+        raise TypeError(f"not JSON: {data!r}")
+    return value
+
+
+def _jsonable(data: object) -> object:
+    if isinstance(data, Mapping):
+        return {str(k): _jsonable(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_jsonable(v) for v in data]
+    return data
+
+
+def action_to_json(action: pb.Action) -> dict[str, object]:
+    """The A.4 JSON form of a protobuf action ({} when no action is set)."""
+    kind = action.WhichOneof("kind")
+    if kind is None:
+        return {}
+    if kind == "bid":
+        return {"type": "bid", "amount": action.bid.amount}
+    if kind == "pass_turn":
+        return {"type": "pass", "help": True} if action.pass_turn.help else {"type": "pass"}
+    if kind == "declare_trump":
+        return {"type": "declare_trump", "suit": action.declare_trump.suit}
+    if kind == "pass_cards":
+        return {"type": "pass_cards", "cards": list(action.pass_cards.cards)}
+    if kind == "discard":
+        return {"type": "discard", "cards": list(action.discard.cards)}
+    if kind == "meld":
+        meld = action.meld
+        out: dict[str, object] = {"type": "meld", "cards": list(meld.cards)}
+        if meld.HasField("melds"):
+            out["melds"] = [{"name": m.name, "cards": list(m.cards)} for m in meld.melds.items]
+        if meld.HasField("points"):
+            out["points"] = meld.points
+        if meld.HasField("name"):
+            out["name"] = meld.name
+        return out
+    if kind == "draw":
+        return {"type": "draw", "turn_up": action.draw.turn_up}
+    if kind == "play":
+        return {"type": "play", "card": action.play.card}
+    return {"type": kind}  # bid_or_redeal, exchange_dix, concede: no fields
+
+
+def action_from_json(data: Mapping[str, object]) -> pb.Action:
+    """The protobuf form of an A.4 JSON action (used by clients and tests)."""
+    kind = data.get("type")
+    action = pb.Action()
+    cards = [str(c) for c in data.get("cards", []) or []]  # type: ignore[attr-defined]
+    if kind == "bid":
+        action.bid.amount = int(data["amount"])  # type: ignore[call-overload]
+    elif kind == "pass":
+        action.pass_turn.help = bool(data.get("help", False))
+    elif kind == "bid_or_redeal":
+        action.bid_or_redeal.SetInParent()
+    elif kind == "declare_trump":
+        action.declare_trump.suit = str(data["suit"])
+    elif kind == "pass_cards":
+        action.pass_cards.cards.extend(cards)
+    elif kind == "discard":
+        action.discard.cards.extend(cards)
+    elif kind == "meld":
+        action.meld.cards.extend(cards)
+        action.meld.SetInParent()
+        melds = data.get("melds")
+        if melds is not None:
+            action.meld.melds.SetInParent()
+            for entry in melds:  # type: ignore[attr-defined]
+                action.meld.melds.items.add(name=entry["name"], cards=entry["cards"])
+        if data.get("points") is not None:
+            action.meld.points = int(data["points"])  # type: ignore[call-overload]
+        if data.get("name") is not None:
+            action.meld.name = str(data["name"])
+    elif kind == "exchange_dix":
+        action.exchange_dix.SetInParent()
+    elif kind == "concede":
+        action.concede.SetInParent()
+    elif kind == "draw":
+        action.draw.turn_up = bool(data["turn_up"])
+    elif kind == "play":
+        action.play.card = str(data["card"])
+    else:
+        raise ValueError(f"unknown action type {kind!r}")
+    return action
+
+
+def event_to_proto(seq: int, version: int, event: Event) -> pb.Event:
+    return pb.Event(
+        seq=seq,
+        version=version,
+        kind=event.kind,
+        audience=str(event.audience),
+        data=dict_to_struct(event.data),
+    )
+
+
+def stored_event_to_proto(stored: Mapping[str, object]) -> pb.Event:
+    """An event as the store keeps it: ``Event.to_json()`` plus ``seq`` and ``version``."""
+    data = {k: v for k, v in stored.items() if k not in ("kind", "audience", "seq", "version")}
+    seq = stored["seq"]
+    version = stored["version"]
+    assert isinstance(seq, int) and isinstance(version, int)
+    return pb.Event(
+        seq=seq,
+        version=version,
+        kind=str(stored["kind"]),
+        audience=str(stored["audience"]),
+        data=dict_to_struct(data),
+    )
+
+
+def structs(items: Sequence[Mapping[str, object]]) -> list[struct_pb2.Struct]:
+    return [dict_to_struct(item) for item in items]

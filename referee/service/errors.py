@@ -1,0 +1,100 @@
+"""Rich gRPC errors every client language can branch on.
+
+A refused request raises ``ServiceError`` inside the service; the servicer turns it into a
+``google.rpc.Status`` with details: ``ErrorInfo`` (``reason`` = the A.5 violation code or a
+service reason, ``metadata.version`` = the game's current version) and, for malformed requests,
+``BadRequest`` naming the field. Client mistakes are never ``UNKNOWN`` or ``INTERNAL``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+DOMAIN = "pinochle-referee"
+
+_CODE_NUMBER = {
+    grpc.StatusCode.INVALID_ARGUMENT: code_pb2.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION: code_pb2.FAILED_PRECONDITION,
+    grpc.StatusCode.ABORTED: code_pb2.ABORTED,
+    grpc.StatusCode.NOT_FOUND: code_pb2.NOT_FOUND,
+    grpc.StatusCode.UNAUTHENTICATED: code_pb2.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED: code_pb2.PERMISSION_DENIED,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: code_pb2.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.ALREADY_EXISTS: code_pb2.ALREADY_EXISTS,
+    grpc.StatusCode.UNAVAILABLE: code_pb2.UNAVAILABLE,
+    grpc.StatusCode.INTERNAL: code_pb2.INTERNAL,
+    grpc.StatusCode.DEADLINE_EXCEEDED: code_pb2.DEADLINE_EXCEEDED,
+}
+
+
+class ServiceError(Exception):
+    """A refusal with its gRPC status code, a reason, and what a client needs to recover."""
+
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        message: str,
+        *,
+        reason: str = "",
+        field: str = "",
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or code.name
+        self.field = field
+        self.metadata = dict(metadata or {})
+
+    def to_status(self) -> grpc.Status:
+        details = []
+        info = any_pb2.Any()
+        info.Pack(
+            error_details_pb2.ErrorInfo(reason=self.reason, domain=DOMAIN, metadata=self.metadata)
+        )
+        details.append(info)
+        if self.field:
+            bad = any_pb2.Any()
+            bad.Pack(
+                error_details_pb2.BadRequest(
+                    field_violations=[
+                        error_details_pb2.BadRequest.FieldViolation(
+                            field=self.field, description=self.message
+                        )
+                    ]
+                )
+            )
+            details.append(bad)
+        status = status_pb2.Status(
+            code=_CODE_NUMBER[self.code], message=self.message, details=details
+        )
+        converted: grpc.Status = rpc_status.to_status(status)
+        return converted
+
+
+def invalid(message: str, field: str = "", reason: str = "INVALID_ARGUMENT") -> ServiceError:
+    return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, message, reason=reason, field=field)
+
+
+def error_details(error: grpc.RpcError) -> dict[str, object]:
+    """Client side: the reason, metadata and bad fields of a rich error (empty if none)."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]  # aio errors are Calls too
+    out: dict[str, object] = {}
+    if status is None:
+        return out
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            out["reason"] = info.reason
+            out["metadata"] = dict(info.metadata)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            out["fields"] = [v.field for v in bad.field_violations]
+    return out

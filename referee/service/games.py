@@ -1,0 +1,606 @@
+"""Live games: authentication, the rules engine and the store, without any protobuf.
+
+``GameManager`` is what the servicers call. It keeps each game's current state in memory (rebuilt
+from the store's log on first use, so a restart loses nothing), serializes submissions per game
+with a lock, checks the version again inside the store's commit (so several replicas can share
+one database), and only changes its in-memory copy after the commit is durable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import structlog
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.audit import RecordError, parse_deal
+from referee.engine.actions import decode_action, encode_action
+from referee.engine.engine import apply, check_deal, legal_actions, make_setup, new_game, start_hand
+from referee.engine.errors import DealError, IllegalAction
+from referee.engine.events import EVERYONE, Event, visible_to
+from referee.engine.game import (
+    DealSource,
+    GivenDeals,
+    LogEntry,
+    SecureDeals,
+    SeededDeals,
+    export_record,
+)
+from referee.engine.state import GameState
+from referee.engine.views import view
+from referee.rules.dealing import deal_commitment
+from referee.rules.options import OptionError, RuleSet, resolve_options
+from referee.service import metrics
+from referee.service.auth import (
+    ADJUDICATOR,
+    SEAT,
+    SPECTATOR,
+    Caller,
+    identify,
+    new_token,
+    token_hash,
+)
+from referee.service.convert import dict_to_struct, stored_event_to_proto
+from referee.service.errors import ServiceError, invalid
+from referee.store.base import (
+    AuditRow,
+    AuditVerification,
+    Commit,
+    GameRecord,
+    GameStore,
+    LogRow,
+    UnknownGame,
+    VersionConflict,
+)
+
+MAX_REQUEST_ID = 128
+RECENT_EVENTS = 512  # events kept in memory per game for WatchGame; older ones come from the store
+
+
+def _deal_source(mode: Mapping[str, object]) -> DealSource:
+    kind = mode.get("mode")
+    if kind == "seed":
+        return SeededDeals(str(mode["seed"]))
+    if kind == "given":
+        deals = mode["deals"]
+        assert isinstance(deals, list)
+        return GivenDeals([parse_deal(d, f"deals[{i}]") for i, d in enumerate(deals)])
+    return SecureDeals()
+
+
+@dataclass(slots=True)
+class LiveGame:
+    """One game as this replica knows it; replaced only after a durable commit."""
+
+    record: GameRecord
+    rules: RuleSet
+    state: GameState
+    last_seq: int
+    deals: DealSource
+    events: list[Mapping[str, object]] = field(default_factory=list)  # recent, with seq/version
+    event_count: int = 0
+    salts: dict[int, str] = field(default_factory=dict)  # hand -> salt of its deal (secret)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    game_id: str
+    seat_tokens: list[str]
+    spectator_token: str
+    adjudicator_token: str
+    version: int
+
+
+def public_action(action: Mapping[str, object], accepted: bool) -> dict[str, object]:
+    """What any seat may see of an action in the audit log: never another seat's hidden cards."""
+    kind = action.get("type")
+    if not accepted:
+        return {"type": kind}
+    if kind in ("pass_cards", "discard"):
+        cards = action.get("cards")
+        return {"type": kind, "count": len(cards) if isinstance(cards, list) else 0}
+    return dict(action)
+
+
+class GameManager:
+    def __init__(
+        self,
+        store: GameStore,
+        *,
+        server_adjudicator_hash: str = "",
+        max_active_games: int = 10_000,
+        shared_store: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.server_adjudicator_hash = server_adjudicator_hash
+        self.max_active_games = max_active_games
+        self.shared_store = shared_store  # other replicas may write: refresh before acting
+        self.clock = clock
+        self.games: dict[str, LiveGame] = {}
+        self._loading: dict[str, asyncio.Lock] = {}
+
+    # ----------------------------------------------------------------------------------------
+    # Creating and loading games
+
+    async def create(
+        self,
+        *,
+        variant: str,
+        options: Mapping[str, object] | None,
+        first_dealer: int,
+        deal_mode: Mapping[str, object],
+        players: Sequence[str],
+        token: str | None,
+    ) -> Created:
+        try:
+            rules = resolve_options(variant, options, for_game=True)
+        except OptionError as error:
+            field_name = "variant" if error.option is None else f"options.{error.option}"
+            raise invalid(str(error), field_name) from None
+        if not 0 <= first_dealer < rules.players:
+            raise invalid(
+                f"first_dealer must be a seat from 0 to {rules.players - 1}", "first_dealer"
+            )
+        if players and len(players) != rules.players:
+            raise invalid(f"player_names must name {rules.players} players", "player_names")
+        if deal_mode.get("mode") == "given":
+            if token is None:
+                raise ServiceError(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "given deals need the server's adjudicator credential",
+                )
+            if (
+                not self.server_adjudicator_hash
+                or token_hash(token) != self.server_adjudicator_hash
+            ):
+                raise ServiceError(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    "given deals need the server's adjudicator credential",
+                )
+            self._check_given_deals(rules, first_dealer, deal_mode)
+        if await self.store.count_active_games() >= self.max_active_games:
+            raise ServiceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this server keeps at most {self.max_active_games} active games",
+            )
+        game_id = secrets.token_hex(12)
+        seat_tokens = [new_token() for _ in range(rules.players)]
+        spectator, adjudicator = new_token(), new_token()
+        record = GameRecord(
+            game_id=game_id,
+            variant=rules.variant,
+            options=dict(rules.explicit),
+            first_dealer=first_dealer,
+            deal_source=dict(deal_mode),
+            seat_token_hashes=[token_hash(t) for t in seat_tokens],
+            spectator_token_hash=token_hash(spectator),
+            adjudicator_token_hash=token_hash(adjudicator),
+            players=list(players),
+            created_at=self.clock(),
+        )
+        deals = _deal_source(deal_mode)
+        state = new_game(rules, first_dealer)
+        state, row = self._deal(state, deals, seq=1, first_event=1)
+        live = LiveGame(record, rules, state, 1, deals, list(row.events), len(row.events))
+        live.salts[0] = str(row.payload["salt"])
+        await self.store.create_game(record, [row])
+        self.games[game_id] = live
+        metrics.GAMES_ACTIVE.inc()
+        return Created(game_id, seat_tokens, spectator, adjudicator, state.version)
+
+    def _check_given_deals(
+        self, rules: RuleSet, first_dealer: int, deal_mode: Mapping[str, object]
+    ) -> None:
+        deals = deal_mode.get("deals")
+        if not isinstance(deals, list) or not deals:
+            raise invalid("given_deals needs at least one deal", "given_deals.deals")
+        setup = make_setup(rules)
+        for index, raw in enumerate(deals):
+            where = f"given_deals.deals[{index}]"
+            try:
+                check_deal(setup, parse_deal(raw, where), (first_dealer + index) % rules.players)
+            except (RecordError, DealError) as error:
+                raise invalid(f"{where}: {error}", where) from None
+
+    def _deal(
+        self, state: GameState, deals: DealSource, *, seq: int, first_event: int
+    ) -> tuple[GameState, LogRow]:
+        """Deal the next hand with a fresh salt and publish the deal's commitment."""
+        deal = deals.next_deal(state.rules, state.next_dealer, state.hands_completed)
+        salt = secrets.token_bytes(16)
+        hand_number = state.hands_completed
+        state, events = start_hand(state, deal)
+        events.insert(
+            1,
+            Event(
+                "deal_committed",
+                EVERYONE,
+                {"hand": hand_number, "commitment": deal_commitment(deal, salt)},
+            ),
+        )
+        stored = _number(events, first_event, state.version)
+        payload = {"hand": hand_number, "deal": deal.to_json(), "salt": salt.hex()}
+        return state, LogRow(seq, state.version, "deal", None, payload, stored)
+
+    async def load(self, game_id: str) -> LiveGame:
+        """The live game, rebuilt from the store's log when this replica has not got it."""
+        live = self.games.get(game_id)
+        if live is not None:
+            if self.shared_store:
+                await self._catch_up(live)
+            return live
+        lock = self._loading.setdefault(game_id, asyncio.Lock())
+        async with lock:
+            live = self.games.get(game_id)
+            if live is not None:
+                return live
+            try:
+                record = await self.store.get_game(game_id)
+            except UnknownGame:
+                raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no game {game_id!r}") from None
+            rules = resolve_options(record.variant, dict(record.options), for_game=True)
+            state = new_game(rules, record.first_dealer)
+            live = LiveGame(record, rules, state, 0, _deal_source(record.deal_source))
+            await self._catch_up(live)
+            self.games[game_id] = live
+            return live
+
+    async def _catch_up(self, live: LiveGame) -> None:
+        """Fold log rows this replica has not seen yet (restart, or another replica's writes)."""
+        rows = await self.store.load_log(live.record.game_id, live.last_seq)
+        state = live.state
+        for row in rows:
+            if row.kind == "deal":
+                deal = parse_deal(row.payload["deal"], "deal")
+                state, _ = start_hand(state, deal)
+                hand = row.payload["hand"]
+                assert isinstance(hand, int)
+                live.salts[hand] = str(row.payload["salt"])
+            else:
+                assert row.seat is not None
+                state, _ = apply(state, row.seat, decode_action(row.payload))
+            live.events.extend(row.events)
+            live.event_count += len(row.events)
+            live.last_seq = row.seq
+        if rows:
+            del live.events[:-RECENT_EVENTS]
+            live.state = state
+            async with live.changed:
+                live.changed.notify_all()
+
+    # ----------------------------------------------------------------------------------------
+    # Who is calling
+
+    def authenticate(self, live: LiveGame, token: str | None) -> Caller:
+        if token is None:
+            raise ServiceError(
+                grpc.StatusCode.UNAUTHENTICATED, "send authorization: Bearer <token> metadata"
+            )
+        record = live.record
+        caller = identify(
+            token,
+            record.seat_token_hashes,
+            record.spectator_token_hash,
+            [record.adjudicator_token_hash, self.server_adjudicator_hash],
+        )
+        if caller is None:
+            raise ServiceError(
+                grpc.StatusCode.UNAUTHENTICATED, "the token is not valid for this game"
+            )
+        return caller
+
+    # ----------------------------------------------------------------------------------------
+    # Reading
+
+    def view_of(self, live: LiveGame, caller: Caller) -> dict[str, object]:
+        out = view(live.state, caller.view_role)
+        out["game_id"] = live.record.game_id
+        if live.record.players:
+            out["players"] = list(live.record.players)
+        return out
+
+    def visible(self, caller: Caller, stored: Mapping[str, object]) -> bool:
+        return visible_to(
+            Event(str(stored["kind"]), _audience(stored["audience"]), {}),
+            caller.view_role,
+        )
+
+    async def get(self, game_id: str, token: str | None) -> tuple[LiveGame, Caller]:
+        live = await self.load(game_id)
+        caller = self.authenticate(live, token)
+        structlog.contextvars.bind_contextvars(role=caller.role, seat=caller.seat)
+        return live, caller
+
+    async def legal(self, game_id: str, token: str | None) -> tuple[int, list[dict[str, object]]]:
+        live, caller = await self.get(game_id, token)
+        if caller.role != SEAT or caller.seat is None:
+            raise ServiceError(grpc.StatusCode.PERMISSION_DENIED, "only a seat has legal actions")
+        return live.state.version, legal_actions(live.state, caller.seat)
+
+    # ----------------------------------------------------------------------------------------
+    # Acting
+
+    async def submit(
+        self,
+        game_id: str,
+        token: str | None,
+        action_json: Mapping[str, object],
+        expected_version: int,
+        request_id: str,
+    ) -> pb.SubmitActionResponse:
+        live, caller = await self.get(game_id, token)
+        if caller.role != SEAT or caller.seat is None:
+            raise ServiceError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"a {caller.role} cannot act; only a seat acts, for itself",
+            )
+        seat = caller.seat
+        if len(request_id) > MAX_REQUEST_ID:
+            raise invalid(f"request_id is longer than {MAX_REQUEST_ID} characters", "request_id")
+        if not action_json:
+            raise invalid("no action given", "action")
+        key = f"{seat}:{request_id}" if request_id else ""
+        if key:
+            stored = await self.store.stored_response(game_id, key)
+            if stored is not None:
+                return pb.SubmitActionResponse.FromString(stored)
+        async with live.lock:
+            if self.shared_store:
+                await self._catch_up(live)
+            if key:
+                stored = await self.store.stored_response(game_id, key)
+                if stored is not None:
+                    return pb.SubmitActionResponse.FromString(stored)
+            return await self._submit_locked(live, seat, action_json, expected_version, key)
+
+    async def _submit_locked(
+        self,
+        live: LiveGame,
+        seat: int,
+        action_json: Mapping[str, object],
+        expected_version: int,
+        key: str,
+    ) -> pb.SubmitActionResponse:
+        state = live.state
+        game_id = live.record.game_id
+        kind = str(action_json.get("type", ""))
+        if expected_version != state.version:
+            await self._refuse(live, seat, action_json, "ABORTED", key)
+            raise ServiceError(
+                grpc.StatusCode.ABORTED,
+                f"expected version {expected_version}, but the game is at version {state.version}",
+                reason="STALE_VERSION",
+                metadata={"version": str(state.version)},
+            )
+        try:
+            action = decode_action(action_json)
+            new_state, events = apply(state, seat, action)
+        except IllegalAction as refused:
+            await self._refuse(live, seat, action_json, refused.code, key)
+            metrics.ACTIONS.labels(live.rules.variant, kind or "unknown", "refused").inc()
+            metrics.VIOLATIONS.labels(refused.code).inc()
+            code = (
+                grpc.StatusCode.INVALID_ARGUMENT
+                if refused.code == "MALFORMED_ACTION"
+                else grpc.StatusCode.FAILED_PRECONDITION
+            )
+            raise ServiceError(
+                code,
+                refused.message,
+                reason=refused.code,
+                field=refused.field and f"action.{refused.field}",
+                metadata={"version": str(state.version)},
+            ) from None
+        canonical = encode_action(action)
+        first_event = live.event_count + 1
+        stored_events = _number(events, first_event, new_state.version)
+        if new_state.hands_completed > state.hands_completed:
+            # The hand is over: reveal its deal's salt so anyone can check the commitment.
+            hand = state.hands_completed
+            reveal = Event("deal_salt", EVERYONE, {"hand": hand, "salt": live.salts.get(hand, "")})
+            stored_events += _number([reveal], first_event + len(stored_events), new_state.version)
+        rows = [
+            LogRow(live.last_seq + 1, new_state.version, "action", seat, canonical, stored_events)
+        ]
+        if new_state.hand is None and not new_state.over:
+            new_state, deal_row = self._deal(
+                new_state,
+                live.deals,
+                seq=live.last_seq + 2,
+                first_event=first_event + len(stored_events),
+            )
+            rows.append(deal_row)
+            live.salts[new_state.hands_completed] = str(deal_row.payload["salt"])
+        all_events = [e for row in rows for e in row.events]
+        caller = Caller(SEAT, seat)
+        response = pb.SubmitActionResponse(
+            version=new_state.version,
+            view=dict_to_struct(_view_with_id(new_state, caller, live)),
+            events=[stored_event_to_proto(e) for e in all_events if self.visible(caller, e)],
+        )
+        audit = self._audit_row(live, seat, canonical, "accepted", "", key, new_state.version)
+        started = time.perf_counter()
+        try:
+            await self.store.commit(
+                Commit(
+                    game_id=game_id,
+                    expected_version=state.version,
+                    rows=rows,
+                    audit=audit,
+                    request_id=key or f"{seat}:auto:{secrets.token_hex(8)}",
+                    response=response.SerializeToString(),
+                    over=new_state.over,
+                )
+            )
+        except VersionConflict as conflict:
+            await self._catch_up(live)
+            raise ServiceError(
+                grpc.StatusCode.ABORTED,
+                f"the game moved to version {conflict.current}",
+                reason="STALE_VERSION",
+                metadata={"version": str(conflict.current)},
+            ) from None
+        metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
+        metrics.ACTIONS.labels(live.rules.variant, kind, "accepted").inc()
+        live.state = new_state
+        live.last_seq = rows[-1].seq
+        live.events.extend(all_events)
+        live.event_count += len(all_events)
+        del live.events[:-RECENT_EVENTS]
+        if new_state.over:
+            metrics.GAMES_ACTIVE.dec()
+        async with live.changed:
+            live.changed.notify_all()
+        return response
+
+    def _audit_row(
+        self,
+        live: LiveGame,
+        seat: int | None,
+        action: Mapping[str, object] | None,
+        outcome: str,
+        code: str,
+        key: str,
+        version: int,
+        rpc: str = "SubmitAction",
+        role: str = SEAT,
+    ) -> AuditRow:
+        return AuditRow(
+            seq=0,
+            time=self.clock(),
+            role=role,
+            seat=seat,
+            rpc=rpc,
+            action=dict(action) if action is not None else None,
+            public_action=public_action(action, outcome == "accepted") if action else None,
+            outcome=outcome,
+            code=code,
+            request_id=key.partition(":")[2] if key else "",
+            version=version,
+            previous_hash="",
+        )
+
+    async def _refuse(
+        self, live: LiveGame, seat: int, action: Mapping[str, object], code: str, key: str
+    ) -> None:
+        await self.store.record_refusal(
+            live.record.game_id,
+            self._audit_row(live, seat, action, "refused", code, key, live.state.version),
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # Watching, exporting, auditing
+
+    async def watch(
+        self, game_id: str, token: str | None, from_version: int
+    ) -> AsyncIterator[pb.WatchGameResponse]:
+        """The caller's events after ``from_version``, then new ones as they are committed.
+
+        Events are numbered 1, 2, ... and their versions never decrease. When some events the
+        caller asked for have left the in-memory window, a snapshot of the caller's current
+        view comes first and the stream goes on from there.
+        """
+        live, caller = await self.get(game_id, token)
+        sent = 0  # the last event seq handled
+        while True:
+            window_start = live.event_count - len(live.events) + 1
+            missed = window_start > sent + 1 and (
+                not live.events or _version(live.events[0]) > from_version
+            )
+            if missed:
+                yield pb.WatchGameResponse(
+                    snapshot=pb.Snapshot(
+                        version=live.state.version,
+                        view=dict_to_struct(self.view_of(live, caller)),
+                    )
+                )
+                sent = live.event_count
+            for stored in list(live.events):
+                seq = _seq(stored)
+                if seq <= sent:
+                    continue
+                sent = seq
+                if _version(stored) > from_version and self.visible(caller, stored):
+                    yield pb.WatchGameResponse(event=stored_event_to_proto(stored))
+            if live.state.over:
+                return
+            async with live.changed:
+                if live.event_count <= sent:
+                    await live.changed.wait()
+
+    async def export(self, game_id: str, token: str | None) -> dict[str, object]:
+        live, caller = await self.get(game_id, token)
+        if caller.role != ADJUDICATOR and not live.state.over:
+            raise ServiceError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "only the adjudicator may export a game before it ends",
+            )
+        return await self.export_record(live)
+
+    async def export_record(self, live: LiveGame) -> dict[str, object]:
+        log: list[LogEntry] = []
+        for row in await self.store.load_log(live.record.game_id):
+            if row.kind == "deal":
+                log.append(LogEntry(None, deal=parse_deal(row.payload["deal"], "deal")))
+            else:
+                log.append(LogEntry(row.seat, action=decode_action(row.payload)))
+        return export_record(
+            live.rules,
+            live.record.first_dealer,
+            log,
+            list(live.record.players) if live.record.players else None,
+        )
+
+    async def audit_log(
+        self, game_id: str, token: str | None, after_seq: int, limit: int
+    ) -> tuple[Caller, list[AuditRow]]:
+        _, caller = await self.get(game_id, token)
+        rows = await self.store.audit_log(game_id, after_seq, limit)
+        return caller, rows
+
+    async def verify_audit_log(self, game_id: str, token: str | None) -> AuditVerification:
+        await self.get(game_id, token)
+        return await self.store.verify_audit_log(game_id)
+
+
+def _audience(value: object) -> str | int:
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    return int(text) if text.isdigit() else text
+
+
+def _number(events: Sequence[Event], first_seq: int, version: int) -> list[dict[str, object]]:
+    return [
+        {**event.to_json(), "seq": first_seq + i, "version": version}
+        for i, event in enumerate(events)
+    ]
+
+
+def _view_with_id(state: GameState, caller: Caller, live: LiveGame) -> dict[str, object]:
+    out = view(state, caller.view_role)
+    out["game_id"] = live.record.game_id
+    return out
+
+
+def _seq(stored: Mapping[str, object]) -> int:
+    seq = stored["seq"]
+    assert isinstance(seq, int)
+    return seq
+
+
+def _version(stored: Mapping[str, object]) -> int:
+    version = stored["version"]
+    assert isinstance(version, int)
+    return version
+
+
+__all__ = ["SPECTATOR", "Created", "GameManager", "LiveGame"]

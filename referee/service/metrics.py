@@ -1,0 +1,31 @@
+"""Prometheus metrics of the referee (served on ``--metrics-port``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+GRPC_HANDLED = Counter(
+    "grpc_server_handled_total",
+    "RPCs completed on the server, by service, method and status code.",
+    ["grpc_service", "grpc_method", "grpc_code"],
+)
+GRPC_SECONDS = Histogram(
+    "grpc_server_handling_seconds",
+    "Time to handle an RPC on the server.",
+    ["grpc_service", "grpc_method"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+ACTIONS = Counter(
+    "referee_actions_total",
+    "Game actions submitted, by variant, action type and result (accepted or refused).",
+    ["variant", "action", "result"],
+)
+VIOLATIONS = Counter(
+    "referee_violations_total", "Refused actions by RULES.md A.5 violation code.", ["code"]
+)
+GAMES_ACTIVE = Gauge("referee_games_active", "Games created and not yet over.")
+STORE_COMMIT_SECONDS = Histogram(
+    "referee_store_commit_seconds",
+    "Time from handing an action to the store until its transaction committed.",
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+)

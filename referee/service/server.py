@@ -1,0 +1,320 @@
+"""The ``grpc.aio`` server: configuration, interceptors, health, reflection, graceful shutdown.
+
+Settings come from flags or ``PINOCHLE_REFEREE_*`` environment variables (the flag wins). The
+server logs one canonical structlog line per RPC and exports Prometheus metrics; the audit log of
+game requests lives in the database, not in the logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
+from referee.service import metrics
+from referee.service.auth import token_hash
+from referee.service.games import GameManager
+from referee.service.servicers import RefereeServicer, RulesServicer
+from referee.store.base import GameStore
+
+ENV_PREFIX = "PINOCHLE_REFEREE_"
+SERVICE_NAMES = (
+    pb.DESCRIPTOR.services_by_name["RefereeService"].full_name,
+    pb.DESCRIPTOR.services_by_name["RulesService"].full_name,
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 50051
+    db: str = "./data/referee.db"
+    metrics_port: int = 9464
+    adjudicator_token: str = ""
+    max_games: int = 10_000
+    max_message_bytes: int = 1 << 20
+    grace_seconds: float = 5.0
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    log_format: str = "auto"  # auto | json | console
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    def env(name: str, default: object) -> Any:
+        return os.environ.get(ENV_PREFIX + name.upper(), default)
+
+    parser.add_argument("--host", default=env("host", Settings.host))
+    parser.add_argument("--port", type=int, default=int(env("port", Settings.port)))
+    parser.add_argument(
+        "--db", default=env("db", Settings.db), help="SQLite path or postgresql://... URL"
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(env("metrics_port", Settings.metrics_port)),
+        help="Prometheus metrics port (0: off)",
+    )
+    parser.add_argument(
+        "--adjudicator-token",
+        default=env("adjudicator_token", ""),
+        help="the server's adjudicator credential (reaches every game)",
+    )
+    parser.add_argument(
+        "--adjudicator-token-file",
+        default=env("adjudicator_token_file", ""),
+        help="read the adjudicator credential from this file",
+    )
+    parser.add_argument("--max-games", type=int, default=int(env("max_games", Settings.max_games)))
+    parser.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=int(env("max_message_bytes", Settings.max_message_bytes)),
+    )
+    parser.add_argument(
+        "--grace-seconds",
+        type=float,
+        default=float(env("grace_seconds", Settings.grace_seconds)),
+    )
+    parser.add_argument("--tls-cert", default=env("tls_cert", ""))
+    parser.add_argument("--tls-key", default=env("tls_key", ""))
+    parser.add_argument(
+        "--tls-client-ca", default=env("tls_client_ca", ""), help="require client certificates"
+    )
+    parser.add_argument(
+        "--log-format", choices=("auto", "json", "console"), default=env("log_format", "auto")
+    )
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    token = args.adjudicator_token
+    if args.adjudicator_token_file:
+        token = Path(args.adjudicator_token_file).read_text(encoding="utf-8").strip()
+    return Settings(
+        host=args.host,
+        port=args.port,
+        db=args.db,
+        metrics_port=args.metrics_port,
+        adjudicator_token=token,
+        max_games=args.max_games,
+        max_message_bytes=args.max_message_bytes,
+        grace_seconds=args.grace_seconds,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
+        log_format=args.log_format,
+    )
+
+
+def configure_logging(log_format: str = "auto") -> None:
+    """JSON lines in production, readable console output on a terminal."""
+    console = log_format == "console" or (log_format == "auto" and sys.stderr.isatty())
+    renderer: Any = (
+        structlog.dev.ConsoleRenderer() if console else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.dict_tracebacks,
+            renderer,
+        ],
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
+    """One canonical log line and the gRPC metrics for every RPC."""
+
+    def __init__(self) -> None:
+        self.log = structlog.get_logger("referee.rpc")
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Any]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Any:
+        handler: Any = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        method = handler_call_details.method or ""
+        _, _, path = method.partition("/")
+        service, _, name = path.partition("/")
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:  # type: ignore[type-arg]
+                with self._observe(service, name, context):
+                    return await inner(request, context)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            inner_stream = handler.unary_stream
+
+            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # type: ignore[type-arg]
+                with self._observe(service, name, context):
+                    async for item in inner_stream(request, context):
+                        yield item
+
+            return grpc.unary_stream_rpc_method_handler(
+                stream,
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    @contextlib.contextmanager
+    def _observe(self, service: str, name: str, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def,type-arg]
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(rpc=name)
+        started = time.perf_counter()
+        code = "OK"
+        try:
+            yield
+        except asyncio.CancelledError:
+            code = "CANCELLED"
+            raise
+        except Exception as error:
+            status = context.code()
+            if status is None or status == grpc.StatusCode.OK:
+                code = "INTERNAL"
+                if not isinstance(error, grpc.aio.AbortError):
+                    self.log.exception("rpc_failed")
+            else:
+                code = status.name
+            raise
+        finally:
+            if code == "OK":
+                status = context.code()
+                if status is not None:
+                    code = status.name if hasattr(status, "name") else str(status)
+            elapsed = time.perf_counter() - started
+            metrics.GRPC_HANDLED.labels(service, name, code).inc()
+            metrics.GRPC_SECONDS.labels(service, name).observe(elapsed)
+            if not service.startswith("grpc.health"):
+                self.log.info("rpc", grpc_code=code, duration_ms=round(elapsed * 1000, 3))
+            structlog.contextvars.clear_contextvars()
+
+
+def open_store(db: str) -> GameStore:
+    if db.startswith(("postgresql://", "postgres://")):
+        from referee.store.postgres import PostgresStore  # type: ignore[import-not-found]  # noqa: PLC0415
+
+        store: GameStore = PostgresStore(db)
+        return store
+    from referee.store.sqlite import SqliteStore  # noqa: PLC0415
+
+    return SqliteStore(db)
+
+
+@dataclass
+class Running:
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+    store: GameStore
+    games: GameManager
+
+    async def stop(self, grace: float) -> None:
+        """NOT_SERVING first so balancers drain us, then finish in-flight calls, then close."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+        await self.store.close()
+
+
+async def start_server(settings: Settings, store: GameStore | None = None) -> Running:
+    store = store if store is not None else open_store(settings.db)
+    await store.open()
+    games = GameManager(
+        store,
+        server_adjudicator_hash=token_hash(settings.adjudicator_token)
+        if settings.adjudicator_token
+        else "",
+        max_active_games=settings.max_games,
+        shared_store=settings.db.startswith(("postgresql://", "postgres://")),
+    )
+    metrics.GAMES_ACTIVE.set(await store.count_active_games())
+    server = grpc.aio.server(
+        interceptors=[ObservabilityInterceptor()],
+        options=[
+            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            ("grpc.max_send_message_length", 16 * settings.max_message_bytes),
+        ],
+    )
+    pb_grpc.add_RefereeServiceServicer_to_server(RefereeServicer(games), server)
+    pb_grpc.add_RulesServiceServicer_to_server(RulesServicer(), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
+    address = f"{settings.host}:{settings.port}"
+    if settings.tls_cert:
+        cert = Path(settings.tls_cert).read_bytes()
+        key = Path(settings.tls_key).read_bytes()
+        client_ca = Path(settings.tls_client_ca).read_bytes() if settings.tls_client_ca else None
+        credentials = grpc.ssl_server_credentials(
+            [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
+        )
+        port = server.add_secure_port(address, credentials)
+    else:
+        port = server.add_insecure_port(address)
+    await server.start()
+    for name in ("", *SERVICE_NAMES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return Running(server, port, health_servicer, store, games)
+
+
+async def serve(settings: Settings) -> None:
+    configure_logging(settings.log_format)
+    log = structlog.get_logger("referee")
+    running = await start_server(settings)
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, addr=settings.host)
+    log.info(
+        "serving",
+        address=f"{settings.host}:{running.port}",
+        db=settings.db if "://" not in settings.db else settings.db.split("@")[-1],
+        metrics_port=settings.metrics_port,
+        tls=bool(settings.tls_cert),
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting_down", grace_seconds=settings.grace_seconds)
+    await running.stop(settings.grace_seconds)
+    log.info("stopped")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pinochle-referee serve")
+    add_arguments(parser)
+    settings = settings_from(parser.parse_args(argv))
+    logging.basicConfig(level=logging.WARNING)
+    asyncio.run(serve(settings))
+    return 0

@@ -1,0 +1,387 @@
+"""The gRPC servicers: read the request, call the domain, build the reply. No rules here.
+
+Every method runs inside ``_guard``: a ``ServiceError`` becomes a rich status (ErrorInfo with the
+A.5 code, BadRequest naming the field); anything else is logged and becomes INTERNAL, which only
+a server fault can cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+import grpc
+import structlog
+from google.protobuf import timestamp_pb2
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
+from referee.audit import audit_text
+from referee.query import answer_query
+from referee.rules.options import VARIANTS, option_schema, variant_defaults
+from referee.service.auth import ADJUDICATOR, SEAT, SPECTATOR, bearer_token
+from referee.service.convert import (
+    action_to_json,
+    dict_to_struct,
+    struct_to_dict,
+    structs,
+    to_value,
+)
+from referee.service.errors import ServiceError, invalid
+from referee.service.games import GameManager
+from referee.store.base import AuditRow
+
+log = structlog.get_logger("referee")
+T = TypeVar("T")
+
+_ROLE = {SEAT: pb.ROLE_SEAT, SPECTATOR: pb.ROLE_SPECTATOR, ADJUDICATOR: pb.ROLE_ADJUDICATOR}
+MAX_AUDIT_PAGE = 1000
+
+
+async def _guard(context: grpc.aio.ServicerContext, work: Awaitable[T]) -> T:  # type: ignore[type-arg]
+    try:
+        return await work
+    except ServiceError as error:
+        structlog.contextvars.bind_contextvars(outcome="refused", code=error.reason)
+        await context.abort_with_status(error.to_status())
+        raise AssertionError("abort_with_status returned") from None  # pragma: no cover
+
+
+def _token(context: grpc.aio.ServicerContext) -> str | None:  # type: ignore[type-arg]
+    return bearer_token(context.invocation_metadata())
+
+
+def _bind(**values: object) -> None:
+    structlog.contextvars.bind_contextvars(
+        **{k: v for k, v in values.items() if v not in ("", None)}
+    )
+
+
+def _game_id(game_id: str) -> str:
+    if not game_id:
+        raise invalid("game_id is required", "game_id")
+    return game_id
+
+
+class RefereeServicer(pb_grpc.RefereeServiceServicer):
+    def __init__(self, games: GameManager) -> None:
+        self.games = games
+
+    async def CreateGame(  # noqa: N802 - gRPC method names
+        self,
+        request: pb.CreateGameRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.CreateGameResponse:
+        async def work() -> pb.CreateGameResponse:
+            if not request.variant:
+                raise invalid("variant is required", "variant")
+            mode = request.WhichOneof("deal_mode")
+            deal_mode: dict[str, object] = {"mode": "secure"}
+            if mode == "seed":
+                if not request.seed:
+                    raise invalid("seed must not be empty", "seed")
+                deal_mode = {"mode": "seed", "seed": request.seed}
+            elif mode == "given_deals":
+                deal_mode = {
+                    "mode": "given",
+                    "deals": [struct_to_dict(d) for d in request.given_deals.deals],
+                }
+            options = struct_to_dict(request.options) if request.HasField("options") else None
+            created = await self.games.create(
+                variant=request.variant,
+                options=options,
+                first_dealer=request.first_dealer,
+                deal_mode=deal_mode,
+                players=list(request.player_names),
+                token=_token(context),
+            )
+            _bind(game=created.game_id, outcome="created")
+            return pb.CreateGameResponse(
+                game_id=created.game_id,
+                seat_tokens=created.seat_tokens,
+                spectator_token=created.spectator_token,
+                adjudicator_token=created.adjudicator_token,
+                version=created.version,
+            )
+
+        return await _guard(context, work())
+
+    async def GetGame(  # noqa: N802
+        self,
+        request: pb.GetGameRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.GetGameResponse:
+        async def work() -> pb.GetGameResponse:
+            live, caller = await self.games.get(_game_id(request.game_id), _token(context))
+            _bind(game=request.game_id, seat=caller.seat, role=caller.role)
+            return pb.GetGameResponse(
+                game_id=request.game_id,
+                version=live.state.version,
+                role=_ROLE[caller.role],
+                seat=caller.seat or 0,
+                view=dict_to_struct(self.games.view_of(live, caller)),
+            )
+
+        return await _guard(context, work())
+
+    async def SubmitAction(  # noqa: N802
+        self,
+        request: pb.SubmitActionRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.SubmitActionResponse:
+        async def work() -> pb.SubmitActionResponse:
+            action = action_to_json(request.action)
+            _bind(game=request.game_id, action=action.get("type"), request_id=request.request_id)
+            response = await self.games.submit(
+                _game_id(request.game_id),
+                _token(context),
+                action,
+                request.expected_version,
+                request.request_id,
+            )
+            _bind(outcome="accepted", version=response.version)
+            return response
+
+        return await _guard(context, work())
+
+    async def ListLegalActions(  # noqa: N802
+        self,
+        request: pb.ListLegalActionsRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.ListLegalActionsResponse:
+        async def work() -> pb.ListLegalActionsResponse:
+            _bind(game=request.game_id)
+            version, actions = await self.games.legal(_game_id(request.game_id), _token(context))
+            return pb.ListLegalActionsResponse(version=version, actions=structs(actions))
+
+        return await _guard(context, work())
+
+    async def WatchGame(  # noqa: N802
+        self,
+        request: pb.WatchGameRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> AsyncIterator[pb.WatchGameResponse]:
+        _bind(game=request.game_id)
+        try:
+            stream = self.games.watch(
+                _game_id(request.game_id), _token(context), request.from_version
+            )
+            async for item in stream:
+                yield item
+        except ServiceError as error:
+            await context.abort_with_status(error.to_status())
+        except asyncio.CancelledError:  # the client went away
+            raise
+
+    async def GetAuditLog(  # noqa: N802
+        self,
+        request: pb.GetAuditLogRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.GetAuditLogResponse:
+        async def work() -> pb.GetAuditLogResponse:
+            limit = request.page_size or MAX_AUDIT_PAGE
+            if not 0 < limit <= MAX_AUDIT_PAGE:
+                raise invalid(f"page_size must be 1 to {MAX_AUDIT_PAGE}", "page_size")
+            caller, rows = await self.games.audit_log(
+                _game_id(request.game_id), _token(context), request.after_seq, limit
+            )
+            full = caller.role == ADJUDICATOR
+            return pb.GetAuditLogResponse(entries=[_audit_entry(row, full) for row in rows])
+
+        return await _guard(context, work())
+
+    async def VerifyAuditLog(  # noqa: N802
+        self,
+        request: pb.VerifyAuditLogRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.VerifyAuditLogResponse:
+        async def work() -> pb.VerifyAuditLogResponse:
+            result = await self.games.verify_audit_log(_game_id(request.game_id), _token(context))
+            return pb.VerifyAuditLogResponse(
+                intact=result.intact,
+                entries=result.entries,
+                first_bad_seq=result.first_bad_seq,
+                detail=result.detail,
+            )
+
+        return await _guard(context, work())
+
+    async def ExportGame(  # noqa: N802
+        self,
+        request: pb.ExportGameRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.ExportGameResponse:
+        async def work() -> pb.ExportGameResponse:
+            record = await self.games.export(_game_id(request.game_id), _token(context))
+            return pb.ExportGameResponse(record=dict_to_struct(record))
+
+        return await _guard(context, work())
+
+    async def AuditRecords(  # noqa: N802
+        self,
+        request: pb.AuditRecordsRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> AsyncIterator[pb.AuditRecordsResponse]:
+        for index, text in enumerate(request.records):
+            verdict = audit_text(text, f"records[{index}]", request.keep_going)
+            yield pb.AuditRecordsResponse(index=index, verdict=dict_to_struct(verdict))
+            await asyncio.sleep(0)  # let other RPCs run between records
+
+    async def ListVariants(  # noqa: N802
+        self,
+        request: pb.ListVariantsRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.ListVariantsResponse:
+        schema = option_schema()
+        variants = []
+        for variant_id, info in VARIANTS.items():
+            defaults = variant_defaults(variant_id)
+            options = []
+            for spec in schema:
+                applies = spec.get("applies_to")
+                if not isinstance(applies, list) or variant_id not in applies:
+                    continue
+                name = str(spec["name"])
+                allowed = spec.get("values")
+                by_variant = spec.get("values_by_variant")
+                if isinstance(by_variant, dict) and variant_id in by_variant:
+                    allowed = by_variant[variant_id]
+                options.append(
+                    pb.OptionSpec(
+                        name=name,
+                        type=str(spec.get("type", "")),
+                        allowed=to_value(json.loads(json.dumps(allowed))),
+                        default_value=to_value(json.loads(json.dumps(defaults.get(name)))),
+                        meaning=str(spec.get("meaning", "")),
+                    )
+                )
+            variants.append(
+                pb.Variant(
+                    id=variant_id,
+                    description=info.description,
+                    players=info.players,
+                    partnerships=info.partnerships,
+                    options=options,
+                )
+            )
+        return pb.ListVariantsResponse(variants=variants)
+
+
+def _audit_entry(row: AuditRow, full: bool) -> pb.AuditEntry:
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(int(row.time * 1e9))
+    action = row.action if full else row.public_action
+    return pb.AuditEntry(
+        seq=row.seq,
+        time=stamp,
+        role=_ROLE.get(row.role, pb.ROLE_UNSPECIFIED),
+        seat=row.seat if row.seat is not None else 0,
+        rpc=row.rpc,
+        action=dict_to_struct(action) if action else None,
+        outcome=pb.AUDIT_OUTCOME_ACCEPTED
+        if row.outcome == "accepted"
+        else pb.AUDIT_OUTCOME_REFUSED,
+        code=row.code,
+        request_id=row.request_id,
+        version=row.version,
+        previous_hash=row.previous_hash,
+        hash=row.hash,
+    )
+
+
+class RulesServicer(pb_grpc.RulesServiceServicer):
+    """Stateless rules queries: the same ``answer_query`` as ``pinochle-referee query``."""
+
+    async def _ask(
+        self,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+        query: dict[str, object],
+    ) -> dict[str, object]:
+        answer = answer_query(query)
+        if "error" in answer:
+            await context.abort_with_status(invalid(str(answer["error"])).to_status())
+        return answer
+
+    @staticmethod
+    def _base(kind: str, variant: str, options: object) -> dict[str, object]:
+        query: dict[str, object] = {"kind": kind}
+        if variant:
+            query["variant"] = variant
+        if options is not None:
+            query["options"] = options
+        return query
+
+    async def ScoreMeld(  # noqa: N802
+        self,
+        request: pb.ScoreMeldRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.ScoreMeldResponse:
+        query = self._base("meld", request.variant, _options(request))
+        query |= {"hand": list(request.hand), "trump": request.trump}
+        answer = await self._ask(context, query)
+        melds = answer["melds"]
+        assert isinstance(melds, list)
+        return pb.ScoreMeldResponse(
+            total=int(str(answer["total"])),
+            melds=[pb.MeldScore(**m) for m in melds],
+        )
+
+    async def LegalPlays(  # noqa: N802
+        self,
+        request: pb.LegalPlaysRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.LegalPlaysResponse:
+        query = self._base("legal_plays", request.variant, _options(request))
+        query |= {"hand": list(request.hand), "trump": request.trump, "trick": list(request.trick)}
+        if request.phase:
+            query["phase"] = request.phase
+        if request.HasField("seat_of_partner_in_trick"):
+            query["seat_of_partner_in_trick"] = request.seat_of_partner_in_trick
+        answer = await self._ask(context, query)
+        legal = answer["legal"]
+        assert isinstance(legal, list)
+        return pb.LegalPlaysResponse(legal=legal)
+
+    async def TrickWinner(  # noqa: N802
+        self,
+        request: pb.TrickWinnerRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.TrickWinnerResponse:
+        query = self._base("trick_winner", request.variant, _options(request))
+        query |= {"trick": list(request.trick), "trump": request.trump}
+        answer = await self._ask(context, query)
+        return pb.TrickWinnerResponse(winner=int(str(answer["winner"])))
+
+    async def ScoreHand(  # noqa: N802
+        self,
+        request: pb.ScoreHandRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.ScoreHandResponse:
+        query = self._base("hand_score", request.variant, _options(request))
+        query |= {
+            "bid": request.bid if request.HasField("bid") else None,
+            "declarer": request.declarer if request.HasField("declarer") else None,
+            "meld": list(request.meld),
+            "points": list(request.points),
+            "tricks": list(request.tricks),
+            "conceded": request.conceded,
+        }
+        if request.dix:
+            query["dix"] = list(request.dix)
+        answer = await self._ask(context, query)
+        delta, saved = answer["delta"], answer["saved"]
+        assert isinstance(delta, list) and isinstance(saved, list)
+        return pb.ScoreHandResponse(delta=delta, saved=saved)
+
+
+def _options(
+    request: pb.ScoreMeldRequest
+    | pb.LegalPlaysRequest
+    | pb.TrickWinnerRequest
+    | pb.ScoreHandRequest,
+) -> object:
+    return struct_to_dict(request.options) if request.HasField("options") else None
+
+

@@ -1,0 +1,1 @@
+"""Durable game storage behind one small interface (``base.GameStore``)."""

@@ -1,0 +1,183 @@
+"""The storage interface: an event-sourced game store with the version check inside the commit.
+
+Every implementation (embedded SQLite, PostgreSQL) keeps, per game:
+
+* ``games``: the game's creation data (variant, options, first dealer, deal source, token
+  hashes) and its current ``version`` (accepted actions so far);
+* ``log``: every deal and accepted action in order (``seq`` from 1, unique per game), each with
+  the events it produced; folding the log through the engine rebuilds the game exactly;
+* ``requests``: the stored response of each ``request_id`` (idempotent retries);
+* ``audit``: every request, accepted or refused, in a SHA-256 hash chain.
+
+``commit`` writes an accepted action's log rows, its idempotency record and its audit entry in
+one transaction that first checks the stored version equals ``expected_version`` (an
+``UPDATE ... WHERE version = ?`` that must touch one row), so two replicas can never both apply
+an action at the same version. Nothing is acknowledged before that transaction commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class StoreError(Exception):
+    """A storage failure (not a client mistake)."""
+
+
+class VersionConflict(StoreError):
+    """The game's stored version is not the one the commit expected."""
+
+    def __init__(self, current: int) -> None:
+        super().__init__(f"the game is at version {current}")
+        self.current = current
+
+
+class GameExists(StoreError):
+    """A game with this id already exists."""
+
+
+class UnknownGame(StoreError):
+    """No game with this id."""
+
+
+@dataclass(frozen=True, slots=True)
+class GameRecord:
+    """What the store keeps about a game besides its log."""
+
+    game_id: str
+    variant: str
+    options: Mapping[str, object]
+    first_dealer: int
+    deal_source: Mapping[
+        str, object
+    ]  # secret: {"mode": "secure"} | {"mode": "seed", ...} | {"mode": "given", ...}
+    seat_token_hashes: Sequence[str]
+    spectator_token_hash: str
+    adjudicator_token_hash: str
+    players: Sequence[str] = ()
+    created_at: float = 0.0
+    version: int = 0
+    over: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    """One deal (``seat`` None, ``payload`` the deal and its salt) or one accepted action."""
+
+    seq: int
+    version: int  # the game version after this row (a deal does not change it)
+    kind: str  # "deal" | "action"
+    seat: int | None
+    payload: Mapping[str, object]
+    events: Sequence[Mapping[str, object]]  # Event.to_json() of what this row produced
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One request in the audit log. ``hash`` chains it to the row before (A.10, issue 4)."""
+
+    seq: int
+    time: float
+    role: str  # "seat" | "spectator" | "adjudicator" | "anonymous"
+    seat: int | None
+    rpc: str
+    action: Mapping[str, object] | None  # the full action JSON (the adjudicator's view)
+    public_action: Mapping[str, object] | None  # what any seat may see of it
+    outcome: str  # "accepted" | "refused"
+    code: str  # A.5 code or gRPC status name for refusals, "" when accepted
+    request_id: str
+    version: int
+    previous_hash: str
+    hash: str = ""
+
+    def content(self) -> dict[str, object]:
+        """The fields the hash covers, in a canonical JSON form."""
+        return {
+            "seq": self.seq,
+            "time": self.time,
+            "role": self.role,
+            "seat": self.seat,
+            "rpc": self.rpc,
+            "action": self.action,
+            "public_action": self.public_action,
+            "outcome": self.outcome,
+            "code": self.code,
+            "request_id": self.request_id,
+            "version": self.version,
+            "previous_hash": self.previous_hash,
+        }
+
+    def computed_hash(self) -> str:
+        canonical = json.dumps(self.content(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+GENESIS_HASH = "0" * 64
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """An accepted action and everything that must become durable with it."""
+
+    game_id: str
+    expected_version: int
+    rows: Sequence[LogRow]  # the action row, then a deal row when the action started a new hand
+    audit: AuditRow  # seq/previous_hash/hash are filled in by the store inside the transaction
+    request_id: str
+    response: bytes  # the serialized response returned to a retry of request_id
+    over: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AuditVerification:
+    intact: bool
+    entries: int
+    first_bad_seq: int = 0
+    detail: str = ""
+
+
+class GameStore(Protocol):
+    """The small interface every store implements. All methods are coroutines."""
+
+    async def open(self) -> None:
+        """Create or migrate the schema (idempotent) and get ready."""
+
+    async def close(self) -> None: ...
+
+    async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
+        """Store a new game and its first deal row(s) in one transaction (GameExists if taken)."""
+
+    async def get_game(self, game_id: str) -> GameRecord:
+        """The game's record with its current version (UnknownGame if none)."""
+
+    async def load_log(self, game_id: str, after_seq: int = 0) -> list[LogRow]:
+        """Log rows with seq > after_seq, in order."""
+
+    async def commit(self, commit: Commit) -> AuditRow:
+        """Apply ``commit`` atomically; VersionConflict(current) when the version moved.
+
+        Returns the audit row as stored (with seq and hashes).
+        """
+
+    async def record_refusal(self, game_id: str, audit: AuditRow) -> AuditRow:
+        """Append a refused request to the audit log (its own transaction)."""
+
+    async def stored_response(self, game_id: str, request_id: str) -> bytes | None:
+        """The response committed earlier for ``request_id``, if any."""
+
+    async def audit_log(
+        self, game_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[AuditRow]:
+        """Audit rows with seq > after_seq, in order, at most ``limit``."""
+
+    async def verify_audit_log(self, game_id: str) -> AuditVerification:
+        """Recompute the hash chain and report the first row that does not match."""
+
+    async def list_games(self, active_only: bool = False) -> list[str]:
+        """Ids of stored games (active: not over)."""
+
+    async def count_active_games(self) -> int: ...

@@ -1,0 +1,783 @@
+"""The embedded store: one SQLite file in WAL mode with ``synchronous=FULL``.
+
+Threads
+    Every write (``create_game``, ``commit``, ``record_refusal``) is a job on a queue drained by
+    one writer thread, the only user of the writer connection. The thread takes every job that is
+    waiting (at most ``max_batch``), runs them in one ``BEGIN IMMEDIATE`` transaction, each inside
+    its own ``SAVEPOINT`` so that a job that fails (a version conflict, a duplicate id) is rolled
+    back alone, then ``COMMIT``s once (group commit: one fsync for the whole batch) and only then
+    settles the callers' futures through their event loops. A job is never acknowledged before the
+    ``COMMIT`` that made it durable has returned; if that ``COMMIT`` fails, every job of the batch
+    fails with :class:`StoreError`. Cancelling a caller that waits does not withdraw its write:
+    once queued it may still commit (a retry of its request_id then finds the stored response).
+
+    Reads run on a small pool of reader threads, each with its own connection in autocommit mode.
+    WAL lets them read while the writer writes; each read statement (or the explicit read
+    transaction of ``verify_audit_log``) starts from the latest committed state, so a read that
+    starts after a write was acknowledged sees it.
+
+Schema
+    ``games`` (creation data, ``version``, ``over`` and the audit head: the seq and hash of the
+    game's last audit row, so that removing rows from the end of the audit log is detected too),
+    ``log`` and ``audit`` keyed by ``(game_id, seq)``, ``requests`` keyed by
+    ``(game_id, request_id)``. JSON columns hold compact JSON text. The schema version is
+    ``PRAGMA user_version``; :data:`MIGRATIONS` lists the steps from each version to the next and
+    ``open()`` applies the missing ones in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from referee.store.base import (
+    GENESIS_HASH,
+    AuditRow,
+    AuditVerification,
+    Commit,
+    GameExists,
+    GameRecord,
+    LogRow,
+    StoreError,
+    UnknownGame,
+    VersionConflict,
+)
+
+T = TypeVar("T")
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 0 -> 1: the first schema.
+    (
+        """
+        CREATE TABLE IF NOT EXISTS games (
+            game_id TEXT PRIMARY KEY NOT NULL,
+            variant TEXT NOT NULL,
+            options TEXT NOT NULL,
+            first_dealer INTEGER NOT NULL,
+            deal_source TEXT NOT NULL,
+            seat_token_hashes TEXT NOT NULL,
+            spectator_token_hash TEXT NOT NULL,
+            adjudicator_token_hash TEXT NOT NULL,
+            players TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            version INTEGER NOT NULL,
+            over INTEGER NOT NULL CHECK (over IN (0, 1)),
+            audit_seq INTEGER NOT NULL DEFAULT 0,
+            audit_head TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS games_active ON games (game_id) WHERE over = 0",
+        """
+        CREATE TABLE IF NOT EXISTS log (
+            game_id TEXT NOT NULL REFERENCES games (game_id),
+            seq INTEGER NOT NULL CHECK (seq >= 1),
+            version INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            seat INTEGER,
+            payload TEXT NOT NULL,
+            events TEXT NOT NULL,
+            PRIMARY KEY (game_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS requests (
+            game_id TEXT NOT NULL REFERENCES games (game_id),
+            request_id TEXT NOT NULL CHECK (request_id <> ''),
+            response BLOB NOT NULL,
+            PRIMARY KEY (game_id, request_id)
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS audit (
+            game_id TEXT NOT NULL REFERENCES games (game_id),
+            seq INTEGER NOT NULL CHECK (seq >= 1),
+            time REAL NOT NULL,
+            role TEXT NOT NULL,
+            seat INTEGER,
+            rpc TEXT NOT NULL,
+            action TEXT,
+            public_action TEXT,
+            outcome TEXT NOT NULL,
+            code TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            previous_hash TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (game_id, seq)
+        )
+        """,
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+DEFAULT_MAX_BATCH = 64
+DEFAULT_READERS = 4
+BUSY_TIMEOUT_SECONDS = 10.0
+
+_GAME_COLUMNS = (
+    "game_id, variant, options, first_dealer, deal_source, seat_token_hashes,"
+    " spectator_token_hash, adjudicator_token_hash, players, created_at, version, over"
+)
+_AUDIT_COLUMNS = (
+    "seq, time, role, seat, rpc, action, public_action, outcome, code, request_id, version,"
+    " previous_hash, hash"
+)
+
+
+def _dumps(value: object) -> str:
+    """Compact JSON, no NaN/Infinity (PostgreSQL's jsonb would refuse them too)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _dumps_or_none(value: object | None) -> str | None:
+    return None if value is None else _dumps(value)
+
+
+def _loads_or_none(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class _AuditDraft:
+    """An audit row normalised to exactly what the database gives back (JSON round-tripped,
+    ``time`` a float), so the hash computed before the insert is the hash recomputed later."""
+
+    row: AuditRow
+    action_json: str | None
+    public_action_json: str | None
+
+    @classmethod
+    def of(cls, audit: AuditRow) -> _AuditDraft:
+        action_json = _dumps_or_none(audit.action)
+        public_json = _dumps_or_none(audit.public_action)
+        row = replace(
+            audit,
+            seq=0,
+            time=float(audit.time),
+            seat=None if audit.seat is None else int(audit.seat),
+            action=_loads_or_none(action_json),
+            public_action=_loads_or_none(public_json),
+            version=int(audit.version),
+            previous_hash="",
+            hash="",
+        )
+        return cls(row, action_json, public_json)
+
+    def chained(self, seq: int, previous_hash: str) -> AuditRow:
+        row = replace(self.row, seq=seq, previous_hash=previous_hash)
+        return replace(row, hash=row.computed_hash())
+
+
+def _log_params(rows: Sequence[LogRow]) -> list[tuple[int, int, str, int | None, str, str]]:
+    """(caller's seq, version, kind, seat, payload JSON, events JSON) for each row."""
+    return [
+        (row.seq, row.version, row.kind, row.seat, _dumps(row.payload), _dumps(list(row.events)))
+        for row in rows
+    ]
+
+
+def _insert_log(
+    conn: sqlite3.Connection,
+    game_id: str,
+    first_seq: int,
+    rows: Sequence[tuple[int, int, str, int | None, str, str]],
+) -> None:
+    """Insert ``rows`` at seq ``first_seq``, ``first_seq + 1``, ... (the store numbers the log; a
+    caller's nonzero seq that disagrees means its view of the log diverged, and is refused)."""
+    params = []
+    for offset, (given, version, kind, seat, payload, events) in enumerate(rows):
+        seq = first_seq + offset
+        if given not in (0, seq):
+            raise StoreError(f"log row seq {given} does not continue the log of {game_id} at {seq}")
+        params.append((game_id, seq, version, kind, seat, payload, events))
+    conn.executemany(
+        "INSERT INTO log (game_id, seq, version, kind, seat, payload, events)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        params,
+    )
+
+
+def _insert_audit(
+    conn: sqlite3.Connection, game_id: str, draft: _AuditDraft, row: AuditRow
+) -> None:
+    conn.execute(
+        f"INSERT INTO audit (game_id, {_AUDIT_COLUMNS}) VALUES (?{', ?' * 13})",
+        (
+            game_id,
+            row.seq,
+            row.time,
+            row.role,
+            row.seat,
+            row.rpc,
+            draft.action_json,
+            draft.public_action_json,
+            row.outcome,
+            row.code,
+            row.request_id,
+            row.version,
+            row.previous_hash,
+            row.hash,
+        ),
+    )
+
+
+def _audit_row(values: Sequence[Any]) -> AuditRow:
+    (seq, time, role, seat, rpc, action, public, outcome, code, request_id, version, prev, hsh) = (
+        values
+    )
+    return AuditRow(
+        seq=seq,
+        time=time,
+        role=role,
+        seat=seat,
+        rpc=rpc,
+        action=_loads_or_none(action),
+        public_action=_loads_or_none(public),
+        outcome=outcome,
+        code=code,
+        request_id=request_id,
+        version=version,
+        previous_hash=prev,
+        hash=hsh,
+    )
+
+
+def _game_record(values: Sequence[Any]) -> GameRecord:
+    (gid, variant, options, dealer, source, seats, spectator, adjudicator, players, created) = (
+        values[:10]
+    )
+    version, over = values[10:12]
+    return GameRecord(
+        game_id=gid,
+        variant=variant,
+        options=json.loads(options),
+        first_dealer=dealer,
+        deal_source=json.loads(source),
+        seat_token_hashes=tuple(json.loads(seats)),
+        spectator_token_hash=spectator,
+        adjudicator_token_hash=adjudicator,
+        players=tuple(json.loads(players)),
+        created_at=created,
+        version=version,
+        over=bool(over),
+    )
+
+
+def _log_row(values: Sequence[Any]) -> LogRow:
+    seq, version, kind, seat, payload, events = values
+    return LogRow(
+        seq=seq,
+        version=version,
+        kind=kind,
+        seat=seat,
+        payload=json.loads(payload),
+        events=json.loads(events),
+    )
+
+
+def _game_exists(conn: sqlite3.Connection, game_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM games WHERE game_id = ?", (game_id,)).fetchall() != []
+
+
+@dataclass(slots=True)
+class _Job:
+    apply: Callable[[sqlite3.Connection], Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+
+
+_STOP = object()
+
+
+def _settle(outcomes: Iterable[tuple[asyncio.Future[Any], object, BaseException | None]]) -> None:
+    """On the caller's loop: hand each job its result (unless its caller stopped waiting)."""
+    for future, value, error in outcomes:
+        if future.done():
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+
+class SqliteStore:
+    """:class:`referee.store.base.GameStore` on one SQLite file (see the module docstring).
+
+    Values come back as decoded JSON (dicts and lists); a record's token hashes and players as
+    tuples. ``load_log``, ``audit_log``, ``record_refusal``, ``commit`` and ``verify_audit_log``
+    raise :class:`UnknownGame` for a game that does not exist; ``stored_response`` returns None.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        readers: int = DEFAULT_READERS,
+    ) -> None:
+        if max_batch < 1 or readers < 1:
+            raise ValueError("max_batch and readers must be at least 1")
+        self.path = Path(path)
+        self.max_batch = max_batch
+        self._reader_count = readers
+        self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
+        self._lock = threading.Lock()  # guards _accepting against close() racing a submit
+        self._accepting = False
+        self._writer: threading.Thread | None = None
+        self._writer_conn: sqlite3.Connection | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        self._reader_local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._closed = False
+        # Batches committed and jobs in them, for tests and metrics.
+        self.batches = 0
+        self.batched_jobs = 0
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Create the directory and the schema (or migrate it), start the writer thread."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        if self._writer is not None:
+            return
+        conn = await asyncio.to_thread(self._open_writer)
+        self._writer_conn = conn
+        self._readers = ThreadPoolExecutor(
+            max_workers=self._reader_count, thread_name_prefix="sqlite-reader"
+        )
+        self._writer = threading.Thread(
+            target=self._run_writer, args=(conn,), name="sqlite-writer", daemon=True
+        )
+        with self._lock:
+            self._accepting = True
+        self._writer.start()
+
+    async def close(self) -> None:
+        """Finish every queued write, stop the threads and close the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            self._accepting = False
+            if self._writer is not None:
+                self._queue.put(_STOP)
+        writer, readers = self._writer, self._readers
+        if writer is not None:
+            await asyncio.to_thread(writer.join)
+        if readers is not None:
+            await asyncio.to_thread(readers.shutdown, True)
+        for conn in [*self._reader_conns, *filter(None, [self._writer_conn])]:
+            conn.close()
+        self._reader_conns.clear()
+        self._writer_conn = None
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=BUSY_TIMEOUT_SECONDS,
+            isolation_level=None,  # autocommit; transactions are explicit
+            check_same_thread=False,  # created here, used by one thread, closed by close()
+        )
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def _open_writer(self) -> sqlite3.Connection:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._connect()
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        try:
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{self.path}: journal_mode is {mode}, not wal")
+            conn.execute("PRAGMA synchronous = FULL")
+            (sync,) = conn.execute("PRAGMA synchronous").fetchone()
+            if sync != 2:
+                raise StoreError(f"{self.path}: synchronous is {sync}, not FULL")
+            self._migrate(conn)
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot open {self.path}: {exc}") from exc
+            raise
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (current,) = conn.execute("PRAGMA user_version").fetchone()
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {current}; this code knows {SCHEMA_VERSION}"
+                )
+            for version in range(current, SCHEMA_VERSION):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(statement)
+            if current != SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # -- the writer thread ----------------------------------------------------------------
+
+    async def _write(self, apply: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        with self._lock:
+            if not self._accepting:
+                raise StoreError("the store is not open")
+            self._queue.put(_Job(apply, loop, future))
+        return await future
+
+    def _run_writer(self, conn: sqlite3.Connection) -> None:
+        stopping = False
+        try:
+            while not stopping:
+                batch: list[_Job] = []
+                item = self._queue.get()
+                while True:
+                    if item is _STOP:
+                        stopping = True
+                        break
+                    assert isinstance(item, _Job)
+                    batch.append(item)
+                    if len(batch) >= self.max_batch:
+                        break
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                if batch:
+                    self._run_batch(conn, batch)
+        finally:
+            # Only reached early on a bug; never leave a caller waiting forever.
+            with self._lock:
+                self._accepting = False
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(item, _Job):
+                    self._resolve([(item, None, StoreError("the store's writer stopped"))])
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+        outcomes: list[tuple[_Job, object, BaseException | None]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in batch:
+                conn.execute("SAVEPOINT job")
+                try:
+                    value = job.apply(conn)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                    if isinstance(exc, sqlite3.Error):
+                        failure: Exception = StoreError(f"write failed: {exc}")
+                        failure.__cause__ = exc
+                        exc = failure
+                    outcomes.append((job, None, exc))
+                else:
+                    conn.execute("RELEASE job")
+                    outcomes.append((job, value, None))
+            if not conn.in_transaction:  # SQLite rolled the whole transaction back
+                raise StoreError("the transaction was rolled back")
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            # The transaction itself failed (BEGIN, a savepoint or COMMIT): nothing of the
+            # batch is durable, so no job of it may succeed.
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            settled = {id(job) for job, _, error in outcomes if error is not None}
+            failure = StoreError(f"the transaction failed: {exc}")
+            failure.__cause__ = exc
+            outcomes = [o for o in outcomes if id(o[0]) in settled]
+            outcomes += [(job, None, failure) for job in batch if id(job) not in settled]
+            self._resolve(outcomes)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self.batches += 1
+        self.batched_jobs += len(batch)
+        self._resolve(outcomes)
+
+    @staticmethod
+    def _resolve(outcomes: list[tuple[_Job, object, BaseException | None]]) -> None:
+        """Settle futures with one wake-up per event loop."""
+        by_loop: dict[
+            asyncio.AbstractEventLoop,
+            list[tuple[asyncio.Future[Any], object, BaseException | None]],
+        ] = {}
+        for job, value, error in outcomes:
+            by_loop.setdefault(job.loop, []).append((job.future, value, error))
+        for loop, items in by_loop.items():
+            # RuntimeError: the caller's loop is closed, so nobody is waiting.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, items)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
+        params = (
+            game.game_id,
+            game.variant,
+            _dumps(dict(game.options)),
+            game.first_dealer,
+            _dumps(dict(game.deal_source)),
+            _dumps(list(game.seat_token_hashes)),
+            game.spectator_token_hash,
+            game.adjudicator_token_hash,
+            _dumps(list(game.players)),
+            float(game.created_at),
+            game.version,
+            int(game.over),
+        )
+        rows = _log_params(first_rows)
+
+        def apply(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head)"
+                    f" VALUES (?{', ?' * 11}, 0, ?)",
+                    (*params, GENESIS_HASH),
+                )
+            except sqlite3.IntegrityError as exc:
+                if _game_exists(conn, game.game_id):
+                    raise GameExists(game.game_id) from exc
+                raise
+            _insert_log(conn, game.game_id, 1, rows)
+
+        await self._write(apply)
+
+    async def commit(self, commit: Commit) -> AuditRow:
+        """Apply ``commit`` (see :meth:`GameStore.commit`).
+
+        The game's version becomes ``expected_version + 1``; every row must carry that version
+        (an action and the deal it caused). A ``request_id`` already stored for the game is
+        refused like a stale version (VersionConflict with the current version), nothing written.
+        """
+        if not commit.request_id:
+            raise ValueError("a commit needs a request_id")
+        if not commit.rows:
+            raise ValueError("a commit needs its action's log row")
+        new_version = commit.expected_version + 1
+        if any(row.version != new_version for row in commit.rows):
+            raise ValueError(
+                f"every row of a commit at {commit.expected_version} has version {new_version}"
+            )
+        game_id = commit.game_id
+        rows = _log_params(commit.rows)
+        draft = _AuditDraft.of(commit.audit)
+        response = bytes(commit.response)
+
+        def apply(conn: sqlite3.Connection) -> AuditRow:
+            head = conn.execute(
+                "SELECT version, audit_seq, audit_head FROM games WHERE game_id = ?", (game_id,)
+            ).fetchall()
+            if not head:
+                raise UnknownGame(game_id)
+            ((current, audit_seq, audit_head),) = head
+            if current != commit.expected_version:
+                raise VersionConflict(current)
+            audit = draft.chained(audit_seq + 1, audit_head)
+            updated = conn.execute(
+                "UPDATE games SET version = ?, over = ?, audit_seq = ?, audit_head = ?"
+                " WHERE game_id = ? AND version = ?",
+                (new_version, int(commit.over), audit.seq, audit.hash, game_id, current),
+            ).rowcount
+            if updated != 1:
+                raise VersionConflict(current)
+            ((last_seq,),) = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) FROM log WHERE game_id = ?", (game_id,)
+            ).fetchall()
+            _insert_log(conn, game_id, last_seq + 1, rows)
+            try:
+                conn.execute(
+                    "INSERT INTO requests (game_id, request_id, response) VALUES (?, ?, ?)",
+                    (game_id, commit.request_id, response),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise VersionConflict(current) from exc
+            _insert_audit(conn, game_id, draft, audit)
+            return audit
+
+        return await self._write(apply)
+
+    async def record_refusal(self, game_id: str, audit: AuditRow) -> AuditRow:
+        draft = _AuditDraft.of(audit)
+
+        def apply(conn: sqlite3.Connection) -> AuditRow:
+            head = conn.execute(
+                "SELECT audit_seq, audit_head FROM games WHERE game_id = ?", (game_id,)
+            ).fetchall()
+            if not head:
+                raise UnknownGame(game_id)
+            ((audit_seq, audit_head),) = head
+            row = draft.chained(audit_seq + 1, audit_head)
+            updated = conn.execute(
+                "UPDATE games SET audit_seq = ?, audit_head = ?"
+                " WHERE game_id = ? AND audit_seq = ?",
+                (row.seq, row.hash, game_id, audit_seq),
+            ).rowcount
+            if updated != 1:
+                raise StoreError(f"the audit log of {game_id} moved inside a transaction")
+            _insert_audit(conn, game_id, draft, row)
+            return row
+
+        return await self._write(apply)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._reader_local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            conn.execute("PRAGMA query_only = ON")
+            self._reader_local.conn = conn
+            with self._lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    async def _read(self, query: Callable[[sqlite3.Connection], T]) -> T:
+        readers = self._readers
+        if readers is None or self._closed:
+            raise StoreError("the store is not open")
+
+        def run() -> T:
+            try:
+                return query(self._reader())
+            except sqlite3.Error as exc:
+                raise StoreError(f"read failed: {exc}") from exc
+
+        return await asyncio.get_running_loop().run_in_executor(readers, run)
+
+    async def get_game(self, game_id: str) -> GameRecord:
+        def query(conn: sqlite3.Connection) -> GameRecord:
+            rows = conn.execute(
+                f"SELECT {_GAME_COLUMNS} FROM games WHERE game_id = ?", (game_id,)
+            ).fetchall()
+            if not rows:
+                raise UnknownGame(game_id)
+            return _game_record(rows[0])
+
+        return await self._read(query)
+
+    async def load_log(self, game_id: str, after_seq: int = 0) -> list[LogRow]:
+        def query(conn: sqlite3.Connection) -> list[LogRow]:
+            rows = conn.execute(
+                "SELECT seq, version, kind, seat, payload, events FROM log"
+                " WHERE game_id = ? AND seq > ? ORDER BY seq",
+                (game_id, after_seq),
+            ).fetchall()
+            if not rows and not _game_exists(conn, game_id):
+                raise UnknownGame(game_id)
+            return [_log_row(row) for row in rows]
+
+        return await self._read(query)
+
+    async def stored_response(self, game_id: str, request_id: str) -> bytes | None:
+        def query(conn: sqlite3.Connection) -> bytes | None:
+            rows = conn.execute(
+                "SELECT response FROM requests WHERE game_id = ? AND request_id = ?",
+                (game_id, request_id),
+            ).fetchall()
+            return bytes(rows[0][0]) if rows else None
+
+        return await self._read(query)
+
+    async def audit_log(
+        self, game_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[AuditRow]:
+        def query(conn: sqlite3.Connection) -> list[AuditRow]:
+            rows = conn.execute(
+                f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? AND seq > ?"
+                " ORDER BY seq LIMIT ?",
+                (game_id, after_seq, max(limit, 0)),
+            ).fetchall()
+            if not rows and not _game_exists(conn, game_id):
+                raise UnknownGame(game_id)
+            return [_audit_row(row) for row in rows]
+
+        return await self._read(query)
+
+    async def verify_audit_log(self, game_id: str) -> AuditVerification:
+        def query(conn: sqlite3.Connection) -> AuditVerification:
+            conn.execute("BEGIN")  # one snapshot for the head and the rows
+            try:
+                head = conn.execute(
+                    "SELECT audit_seq, audit_head FROM games WHERE game_id = ?", (game_id,)
+                ).fetchall()
+                if not head:
+                    raise UnknownGame(game_id)
+                cursor = conn.execute(
+                    f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? ORDER BY seq",
+                    (game_id,),
+                )
+                return _verify_chain(map(_audit_row, cursor), head[0][0], head[0][1])
+            finally:
+                conn.execute("COMMIT")
+
+        return await self._read(query)
+
+    async def list_games(self, active_only: bool = False) -> list[str]:
+        where = " WHERE over = 0" if active_only else ""
+
+        def query(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute(f"SELECT game_id FROM games{where} ORDER BY game_id").fetchall()
+            return [gid for (gid,) in rows]
+
+        return await self._read(query)
+
+    async def count_active_games(self) -> int:
+        def query(conn: sqlite3.Connection) -> int:
+            ((count,),) = conn.execute("SELECT COUNT(*) FROM games WHERE over = 0").fetchall()
+            return int(count)
+
+        return await self._read(query)
+
+
+def _verify_chain(rows: Iterable[AuditRow], head_seq: int, head_hash: str) -> AuditVerification:
+    """Check seqs 1, 2, ..., each row's hash against its content, each link, and the head the
+    game records (which catches rows removed from the end)."""
+    entries = 0
+    previous = GENESIS_HASH
+    for row in rows:
+        entries += 1
+        expected_seq = entries
+        if row.seq != expected_seq:
+            return AuditVerification(
+                False, entries, expected_seq, f"entry {expected_seq} is missing (found {row.seq})"
+            )
+        if row.previous_hash != previous:
+            return AuditVerification(
+                False, entries, row.seq, f"entry {row.seq} does not link to the entry before it"
+            )
+        if row.computed_hash() != row.hash:
+            return AuditVerification(
+                False, entries, row.seq, f"entry {row.seq} does not match its hash"
+            )
+        previous = row.hash
+    if entries != head_seq:
+        bad = min(entries, head_seq) + 1
+        return AuditVerification(
+            False, entries, bad, f"the log has {entries} entries, the game records {head_seq}"
+        )
+    if previous != head_hash:
+        return AuditVerification(
+            False, entries, entries, f"entry {entries} is not the head the game records"
+        )
+    return AuditVerification(True, entries)

@@ -1,0 +1,644 @@
+"""The game store, written against ``referee.store.base.GameStore``.
+
+Every test runs once per backend in ``BACKENDS``; a backend makes stores that share one database
+(so a test can reopen it) and can run raw SQL on it to tamper with rows. Only SQLite exists so
+far; a PostgreSQL backend joins the same list (translating the ``?`` placeholders of ``sql``).
+The last tests are SQLite-only (pragmas, a crash of the writing process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from referee.store.base import (
+    GENESIS_HASH,
+    AuditRow,
+    Commit,
+    GameExists,
+    GameRecord,
+    GameStore,
+    LogRow,
+    StoreError,
+    UnknownGame,
+    VersionConflict,
+)
+from referee.store.sqlite import SCHEMA_VERSION, SqliteStore
+
+pytestmark = pytest.mark.asyncio
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    make: Callable[[], GameStore]  # a new, unopened store on this test's database
+    sql: Callable[[str, Sequence[object]], Awaitable[None]]  # run one statement and commit
+
+
+def sqlite_backend(tmp_path: Path) -> Backend:
+    path = tmp_path / "db" / "referee.sqlite3"  # the directory does not exist yet
+
+    async def sql(statement: str, params: Sequence[object]) -> None:
+        def run() -> None:
+            conn = sqlite3.connect(path)
+            try:
+                with conn:
+                    conn.execute(statement, tuple(params))
+            finally:
+                conn.close()
+
+        await asyncio.to_thread(run)
+
+    return Backend("sqlite", lambda: SqliteStore(path), sql)
+
+
+BACKENDS: dict[str, Callable[[Path], Backend]] = {"sqlite": sqlite_backend}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    return BACKENDS[request.param](tmp_path)
+
+
+@pytest_asyncio.fixture
+async def store(backend: Backend) -> AsyncIterator[GameStore]:
+    opened = backend.make()
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+# -- builders -------------------------------------------------------------------------------
+
+
+def game_record(game_id: str = "g1", **changes: object) -> GameRecord:
+    record = GameRecord(
+        game_id=game_id,
+        variant="partnership",
+        options={"target": 1500, "dix": True},
+        first_dealer=2,
+        deal_source={"mode": "seed", "seed": 42},
+        seat_token_hashes=("h0", "h1", "h2", "h3"),
+        spectator_token_hash="hs",
+        adjudicator_token_hash="ha",
+        players=("Ann", "Bo", "Cy", "Di"),
+        created_at=1_700_000_000.25,
+    )
+    return dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+
+
+def deal_row(seq: int = 1, version: int = 0) -> LogRow:
+    return LogRow(
+        seq=seq,
+        version=version,
+        kind="deal",
+        seat=None,
+        payload={"deal": [["AS", "10H"], ["KD"], ["QC"], ["JS"]], "salt": "s"},
+        events=[{"type": "dealt", "dealer": 2}],
+    )
+
+
+def action_row(seq: int, version: int, seat: int = 1) -> LogRow:
+    return LogRow(
+        seq=seq,
+        version=version,
+        kind="action",
+        seat=seat,
+        payload={"seat": seat, "type": "bid", "amount": 250 + 10 * version},
+        events=[{"type": "bid", "seat": seat, "amount": 250 + 10 * version}],
+    )
+
+
+def audit_entry(version: int, outcome: str = "accepted", code: str = "") -> AuditRow:
+    return AuditRow(
+        seq=0,
+        time=1_700_000_100.5 + version,
+        role="seat",
+        seat=1,
+        rpc="SubmitAction",
+        action={"seat": 1, "type": "bid", "amount": 250 + 10 * version},
+        public_action={"seat": 1, "type": "bid"},
+        outcome=outcome,
+        code=code,
+        request_id=f"r{version}",
+        version=version,
+        previous_hash="",
+    )
+
+
+def make_commit(
+    game_id: str,
+    expected: int,
+    request_id: str | None = None,
+    *,
+    over: bool = False,
+    with_deal: bool = False,
+    seq: int = 0,
+) -> Commit:
+    version = expected + 1
+    rows = [action_row(seq, version)]
+    if with_deal:
+        rows.append(deal_row(seq + 1 if seq else 0, version))
+    return Commit(
+        game_id=game_id,
+        expected_version=expected,
+        rows=rows,
+        audit=audit_entry(version),
+        request_id=f"{game_id}-r{version}" if request_id is None else request_id,
+        response=f"response {game_id} {version}".encode(),
+        over=over,
+    )
+
+
+async def new_game(store: GameStore, game_id: str = "g1", **changes: object) -> GameRecord:
+    record = game_record(game_id, **changes)
+    await store.create_game(record, [deal_row()])
+    return record
+
+
+async def commit_many(store: GameStore, game_id: str, count: int, start: int = 0) -> None:
+    for expected in range(start, start + count):
+        await store.commit(make_commit(game_id, expected))
+
+
+def assert_chain(rows: Sequence[AuditRow]) -> None:
+    previous = GENESIS_HASH
+    for seq, row in enumerate(rows, start=1):
+        assert row.seq == seq
+        assert row.previous_hash == previous
+        assert row.hash == row.computed_hash()
+        previous = row.hash
+
+
+# -- games ----------------------------------------------------------------------------------
+
+
+async def test_create_and_get_game(store: GameStore) -> None:
+    record = await new_game(store)
+    assert await store.get_game("g1") == record
+    log = await store.load_log("g1")
+    assert log == [deal_row()]
+    assert await store.audit_log("g1") == []
+
+
+async def test_duplicate_game_is_refused_and_changes_nothing(store: GameStore) -> None:
+    record = await new_game(store)
+    with pytest.raises(GameExists):
+        await store.create_game(game_record("g1", variant="auction"), [deal_row(), deal_row(2)])
+    assert await store.get_game("g1") == record
+    assert len(await store.load_log("g1")) == 1
+
+
+async def test_unknown_game(store: GameStore) -> None:
+    with pytest.raises(UnknownGame):
+        await store.get_game("nope")
+    with pytest.raises(UnknownGame):
+        await store.load_log("nope")
+    with pytest.raises(UnknownGame):
+        await store.commit(make_commit("nope", 0))
+    with pytest.raises(UnknownGame):
+        await store.record_refusal("nope", audit_entry(0, "refused", "NOT_YOUR_TURN"))
+    with pytest.raises(UnknownGame):
+        await store.audit_log("nope")
+    with pytest.raises(UnknownGame):
+        await store.verify_audit_log("nope")
+    assert await store.stored_response("nope", "r1") is None
+
+
+async def test_list_and_count_games(store: GameStore) -> None:
+    assert await store.list_games() == []
+    assert await store.count_active_games() == 0
+    for game_id in ("c", "a", "b"):
+        await new_game(store, game_id)
+    await new_game(store, "d", over=True)
+    assert sorted(await store.list_games()) == ["a", "b", "c", "d"]
+    assert sorted(await store.list_games(active_only=True)) == ["a", "b", "c"]
+    assert await store.count_active_games() == 3
+
+    await store.commit(make_commit("b", 0, over=True))
+    assert (await store.get_game("b")).over
+    assert sorted(await store.list_games(active_only=True)) == ["a", "c"]
+    assert await store.count_active_games() == 2
+
+
+# -- commits --------------------------------------------------------------------------------
+
+
+async def test_commit_appends_log_and_chains_audit(store: GameStore) -> None:
+    await new_game(store)
+    first = await store.commit(make_commit("g1", 0))
+    assert (first.seq, first.previous_hash) == (1, GENESIS_HASH)
+    assert first.hash == first.computed_hash()
+    second = await store.commit(make_commit("g1", 1, with_deal=True))
+    assert (second.seq, second.previous_hash) == (2, first.hash)
+    third = await store.commit(make_commit("g1", 2, seq=5))  # a caller's seq, when given, agrees
+
+    log = await store.load_log("g1")
+    assert [row.seq for row in log] == [1, 2, 3, 4, 5]
+    assert [(row.kind, row.version) for row in log] == [
+        ("deal", 0),
+        ("action", 1),
+        ("action", 2),
+        ("deal", 2),
+        ("action", 3),
+    ]
+    assert log[1] == action_row(2, 1)
+    assert (await store.get_game("g1")).version == 3
+
+    audit = await store.audit_log("g1")
+    assert audit == [first, second, third]  # returned exactly as stored
+    assert_chain(audit)
+    assert audit[0].action == {"seat": 1, "type": "bid", "amount": 260}
+
+
+async def test_load_log_and_audit_log_after_seq(store: GameStore) -> None:
+    await new_game(store)
+    await commit_many(store, "g1", 4)
+    assert [row.seq for row in await store.load_log("g1", after_seq=3)] == [4, 5]
+    assert await store.load_log("g1", after_seq=5) == []
+    assert [row.seq for row in await store.audit_log("g1", after_seq=1)] == [2, 3, 4]
+    assert [row.seq for row in await store.audit_log("g1", after_seq=1, limit=2)] == [2, 3]
+    assert await store.audit_log("g1", after_seq=4) == []
+
+
+async def test_stale_version_conflicts_and_writes_nothing(store: GameStore) -> None:
+    await new_game(store)
+    await commit_many(store, "g1", 2)
+    before = (await store.load_log("g1"), await store.audit_log("g1"))
+
+    for stale in (0, 1, 3):
+        with pytest.raises(VersionConflict) as caught:
+            await store.commit(make_commit("g1", stale, request_id=f"stale{stale}"))
+        assert caught.value.current == 2
+        assert await store.stored_response("g1", f"stale{stale}") is None
+
+    assert (await store.load_log("g1"), await store.audit_log("g1")) == before
+    assert (await store.get_game("g1")).version == 2
+    assert (await store.verify_audit_log("g1")).intact
+
+
+async def test_concurrent_commits_at_one_version_exactly_one_wins(store: GameStore) -> None:
+    await new_game(store)
+    for expected in range(5):
+        results = await asyncio.gather(
+            *(store.commit(make_commit("g1", expected, f"race{expected}-{i}")) for i in range(3)),
+            return_exceptions=True,
+        )
+        winners = [r for r in results if isinstance(r, AuditRow)]
+        losers = [r for r in results if isinstance(r, VersionConflict)]
+        assert len(winners) == 1
+        assert len(losers) == 2
+        assert all(conflict.current == expected + 1 for conflict in losers)
+    assert (await store.get_game("g1")).version == 5
+    assert len(await store.load_log("g1")) == 6
+    assert_chain(await store.audit_log("g1"))
+
+
+async def test_retried_request_id_is_applied_once(store: GameStore) -> None:
+    await new_game(store)
+    commit = make_commit("g1", 0, "req-1")
+    await store.commit(commit)
+    assert await store.stored_response("g1", "req-1") == commit.response
+    assert await store.stored_response("g1", "req-2") is None
+
+    # The service returns the stored response; if a retry ever reaches commit, it conflicts.
+    retry = dataclasses.replace(make_commit("g1", 1, "req-1"), response=b"other")
+    with pytest.raises(VersionConflict) as caught:
+        await store.commit(retry)
+    assert caught.value.current == 1
+    assert await store.stored_response("g1", "req-1") == commit.response
+    assert (await store.get_game("g1")).version == 1
+    assert len(await store.load_log("g1")) == 2
+    assert len(await store.audit_log("g1")) == 1
+
+    # Request ids are per game.
+    await new_game(store, "g2")
+    await store.commit(make_commit("g2", 0, "req-1"))
+
+
+async def test_commit_rejects_malformed_input(store: GameStore) -> None:
+    await new_game(store)
+    with pytest.raises(ValueError, match="request_id"):
+        await store.commit(make_commit("g1", 0, request_id=""))
+    with pytest.raises(ValueError, match="version"):
+        await store.commit(dataclasses.replace(make_commit("g1", 0), rows=[action_row(0, 5)]))
+    with pytest.raises(StoreError, match="seq"):
+        await store.commit(make_commit("g1", 0, seq=7))  # the log continues at 2
+    assert (await store.get_game("g1")).version == 0
+    assert await store.audit_log("g1") == []
+
+
+async def test_record_refusal_extends_the_chain(store: GameStore) -> None:
+    await new_game(store)
+    accepted = await store.commit(make_commit("g1", 0))
+    refused = await store.record_refusal("g1", audit_entry(1, "refused", "OUT_OF_TURN"))
+    assert (refused.seq, refused.previous_hash) == (2, accepted.hash)
+    assert refused.hash == refused.computed_hash()
+    after = await store.commit(make_commit("g1", 1))
+    assert (after.seq, after.previous_hash) == (3, refused.hash)
+    assert (await store.get_game("g1")).version == 2  # a refusal does not move the version
+
+    audit = await store.audit_log("g1")
+    assert [row.outcome for row in audit] == ["accepted", "refused", "accepted"]
+    assert audit[1] == refused
+    assert_chain(audit)
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.entries) == (True, 3)
+
+
+async def test_interleaved_refusals_and_commits_keep_audit_seqs_sequential(
+    store: GameStore,
+) -> None:
+    await new_game(store)
+    tasks = []
+    for expected in range(10):
+        tasks.append(store.commit(make_commit("g1", expected)))
+        tasks.append(store.record_refusal("g1", audit_entry(expected, "refused", "X")))
+    # Submitted in order on one loop: commit k sees version k because commit k-1 precedes it.
+    await asyncio.gather(*tasks)
+    audit = await store.audit_log("g1")
+    assert len(audit) == 20
+    assert_chain(audit)
+    assert (await store.verify_audit_log("g1")).intact
+
+
+# -- the audit log's integrity ---------------------------------------------------------------
+
+
+async def test_verify_detects_a_tampered_row(store: GameStore, backend: Backend) -> None:
+    await new_game(store)
+    await new_game(store, "other")
+    await commit_many(store, "g1", 3)
+    await store.record_refusal("g1", audit_entry(3, "refused", "OUT_OF_TURN"))
+    await commit_many(store, "other", 2)
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (True, 4, 0)
+
+    await backend.sql("UPDATE audit SET code = 'X' WHERE game_id = ? AND seq = ?", ("g1", 2))
+    verdict = await store.verify_audit_log("g1")
+    assert not verdict.intact
+    assert verdict.first_bad_seq == 2
+    assert verdict.detail
+    assert (await store.verify_audit_log("other")).intact  # other games are unaffected
+
+
+async def test_verify_detects_a_rewritten_link(store: GameStore, backend: Backend) -> None:
+    await new_game(store)
+    await commit_many(store, "g1", 3)
+    # Rewrite row 3 consistently (its own hash recomputed) but from a forged predecessor.
+    row = (await store.audit_log("g1"))[2]
+    forged = dataclasses.replace(row, previous_hash="f" * 64)
+    forged = dataclasses.replace(forged, hash=forged.computed_hash())
+    await backend.sql(
+        "UPDATE audit SET previous_hash = ?, hash = ? WHERE game_id = ? AND seq = 3",
+        (forged.previous_hash, forged.hash, "g1"),
+    )
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 3)
+
+
+async def test_verify_detects_deleted_rows(store: GameStore, backend: Backend) -> None:
+    await new_game(store)
+    await commit_many(store, "g1", 5)
+    await backend.sql("DELETE FROM audit WHERE game_id = ? AND seq = 3", ("g1",))
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 3)
+
+    await new_game(store, "g2")
+    await commit_many(store, "g2", 5)
+    await backend.sql("DELETE FROM audit WHERE game_id = ? AND seq >= 4", ("g2",))
+    verdict = await store.verify_audit_log("g2")  # a truncated tail, every link intact
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 3, 4)
+
+
+async def test_verify_empty_log_is_intact(store: GameStore) -> None:
+    await new_game(store)
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.entries) == (True, 0)
+
+
+# -- durability, group commit, life cycle ------------------------------------------------------
+
+
+async def test_many_concurrent_games_are_all_durable(backend: Backend) -> None:
+    games, per_game = 64, 5
+    first = backend.make()
+    await first.open()
+    await asyncio.gather(*(new_game(first, f"g{i:02}") for i in range(games)))
+    acknowledged = await asyncio.gather(
+        *(commit_many(first, f"g{i:02}", per_game) for i in range(games))
+    )
+    assert len(acknowledged) == games
+    if isinstance(first, SqliteStore):  # the writer did batch commits of different games
+        assert first.batches < first.batched_jobs
+
+    # A second store on the same database sees every acknowledged commit, before and after
+    # the first one closes.
+    second = backend.make()
+    await second.open()
+    try:
+        for check in (second, first):
+            assert len(await check.list_games()) == games
+            for i in range(games):
+                game_id = f"g{i:02}"
+                assert (await check.get_game(game_id)).version == per_game
+                assert [row.seq for row in await check.load_log(game_id)] == list(
+                    range(1, per_game + 2)
+                )
+                assert (await check.verify_audit_log(game_id)).entries == per_game
+        await first.close()
+        for i in range(games):
+            assert (await second.verify_audit_log(f"g{i:02}")).intact
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_conflict_in_a_batch_rolls_back_only_itself(store: GameStore) -> None:
+    for i in range(8):
+        await new_game(store, f"g{i}")
+    results = await asyncio.gather(
+        *(store.commit(make_commit(f"g{i}", 0)) for i in range(8)),
+        store.commit(make_commit("g3", 7, "stale")),
+        store.commit(make_commit("missing", 0)),
+        *(store.commit(make_commit(f"g{i}", 1)) for i in range(8)),
+        return_exceptions=True,
+    )
+    assert isinstance(results[8], VersionConflict)
+    assert isinstance(results[9], UnknownGame)
+    assert all(isinstance(r, AuditRow) for r in results[:8] + results[10:])
+    for i in range(8):
+        assert (await store.get_game(f"g{i}")).version == 2
+        assert len(await store.load_log(f"g{i}")) == 3
+    assert await store.stored_response("g3", "stale") is None
+
+
+async def test_reopen_rebuilds_everything(backend: Backend) -> None:
+    store = backend.make()
+    await store.open()
+    record = await new_game(store)
+    await commit_many(store, "g1", 3)
+    await store.record_refusal("g1", audit_entry(3, "refused", "X"))
+    log, audit = await store.load_log("g1"), await store.audit_log("g1")
+    await store.close()
+
+    for version in (3, 4):  # opening an existing database again is harmless
+        reopened = backend.make()
+        await reopened.open()
+        try:
+            assert await reopened.get_game("g1") == dataclasses.replace(record, version=version)
+            assert await reopened.load_log("g1") == log
+            assert await reopened.audit_log("g1") == audit
+            assert (await reopened.verify_audit_log("g1")).intact
+            assert await reopened.stored_response("g1", "g1-r2") == b"response g1 2"
+            after = await reopened.commit(make_commit("g1", version))
+            assert (after.seq, after.previous_hash) == (len(audit) + 1, audit[-1].hash)
+            audit.append(after)
+            log = await reopened.load_log("g1")
+        finally:
+            await reopened.close()
+
+
+async def test_close_finishes_queued_writes(backend: Backend) -> None:
+    store = backend.make()
+    await store.open()
+    await asyncio.gather(*(new_game(store, f"g{i}") for i in range(20)))
+    tasks = [asyncio.ensure_future(store.commit(make_commit(f"g{i}", 0))) for i in range(20)]
+    await asyncio.sleep(0)  # every task has queued its write
+    await store.close()
+    for task in tasks:
+        assert isinstance(await task, AuditRow)
+    with pytest.raises(StoreError):
+        await store.commit(make_commit("g0", 1))
+    await store.close()  # closing twice is harmless
+
+    reopened = backend.make()
+    await reopened.open()
+    try:
+        assert await reopened.count_active_games() == 20
+        for i in range(20):
+            assert (await reopened.get_game(f"g{i}")).version == 1
+    finally:
+        await reopened.close()
+
+
+async def test_a_cancelled_caller_does_not_withdraw_its_write(store: GameStore) -> None:
+    await new_game(store)
+    task = asyncio.ensure_future(store.commit(make_commit("g1", 0, "cancelled")))
+    await asyncio.sleep(0)  # queued
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await store.commit(make_commit("g1", 1))  # ordered after the cancelled one
+    assert await store.stored_response("g1", "cancelled") == b"response g1 1"
+    assert (await store.get_game("g1")).version == 2
+
+
+async def test_two_stores_open_at_once(backend: Backend) -> None:
+    one, two = backend.make(), backend.make()
+    await one.open()
+    await two.open()
+    try:
+        await new_game(one)
+        results = await asyncio.gather(
+            one.commit(make_commit("g1", 0, "a")),
+            two.commit(make_commit("g1", 0, "b")),
+            return_exceptions=True,
+        )
+        assert sorted(type(r).__name__ for r in results) == ["AuditRow", "VersionConflict"]
+        assert (await two.get_game("g1")).version == 1
+        assert (await one.verify_audit_log("g1")).intact
+    finally:
+        await one.close()
+        await two.close()
+
+
+# -- SQLite only --------------------------------------------------------------------------------
+
+
+async def test_sqlite_pragmas_and_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "dir" / "store.db"
+    for _ in range(2):
+        store = SqliteStore(path)
+        await store.open()
+        await store.open()  # opening an open store is a no-op
+        await store.close()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+        assert {"games", "log", "requests", "audit"} <= tables
+    finally:
+        conn.close()
+
+
+async def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="schema version"):
+        await SqliteStore(path).open()
+
+
+async def test_sqlite_acknowledged_commits_survive_a_crash(tmp_path: Path) -> None:
+    """A process acknowledges commits, then dies without closing: every ack is on disk."""
+    path = tmp_path / "crash.db"
+    script = textwrap.dedent(
+        f"""
+        import asyncio, os, sys
+        from tests.test_store import make_commit, new_game
+        from referee.store.sqlite import SqliteStore
+
+        async def main():
+            store = SqliteStore({str(path)!r})
+            await store.open()
+            await asyncio.gather(*(new_game(store, f"g{{i}}") for i in range(16)))
+            async def play(i):
+                for v in range(10):
+                    await store.commit(make_commit(f"g{{i}}", v))
+                    print(f"g{{i}} {{v + 1}}", flush=True)
+            await asyncio.gather(*(play(i) for i in range(16)))
+            os._exit(0)  # no close(): the threads and connections just vanish
+
+        asyncio.run(main())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    acknowledged: dict[str, int] = {}
+    for line in done.stdout.splitlines():
+        game_id, acked = line.split()
+        acknowledged[game_id] = max(acknowledged.get(game_id, 0), int(acked))
+    assert len(acknowledged) == 16
+
+    store = SqliteStore(path)
+    await store.open()
+    try:
+        for game_id, version in acknowledged.items():
+            assert (await store.get_game(game_id)).version >= version
+            assert (await store.verify_audit_log(game_id)).intact
+    finally:
+        await store.close()
