@@ -58,6 +58,7 @@ from referee.rules.cards import (
     Card,
     Suit,
     canonical_deck,
+    counts_of,
     format_card,
     format_cards,
     format_suit,
@@ -539,7 +540,7 @@ def _discard(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[
     _check_count(seat, action.cards, count, "discard")
     if hand.phase == BURY and not setup.rules.may_bury_melded_cards:
         record = hand.melds[seat]
-        if record is not None and remove_cards(remaining, _scored_cards(record.result)) is None:
+        if record is not None and remove_cards(remaining, _scored_cards(record)) is None:
             raise IllegalAction(
                 "CANNOT_BURY_MELD",
                 f"seat {seat} cannot bury a card of its scored meld",
@@ -563,14 +564,21 @@ def _discard(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[
     return _enter_play(setup, hand), events
 
 
-def _scored_cards(result: MeldResult) -> list[Card]:
-    """The fewest cards that hold every scored combination: per face, the most any class uses."""
+def _scored_cards(record: MeldRecord) -> list[Card]:
+    """The fewest cards that hold every scored combination: per face, the most any class uses.
+
+    Capped by the shown cards: under ``run_shares_marriage_cards`` a royal marriage may borrow a
+    card of the run, so one class may list a physical card twice.
+    """
     need: dict[str, list[int]] = {}
-    for meld in result.melds:
+    for meld in record.result.melds:
         counts = need.setdefault(_MELD_CLASS.get(meld.name, meld.name), [0] * 24)
         for c in meld.cards:
             counts[c] += 1
-    most = [max((counts[c] for counts in need.values()), default=0) for c in range(24)]
+    shown = counts_of(record.shown)
+    most = [
+        min(shown[c], max((counts[c] for counts in need.values()), default=0)) for c in range(24)
+    ]
     return [c for c in range(24) for _ in range(most[c])]
 
 
@@ -1062,7 +1070,7 @@ def legal_actions(state: GameState, seat: int) -> list[dict[str, object]]:
             available = hand.hands[seat]
             record = hand.melds[seat]
             if phase == BURY and not rules.may_bury_melded_cards and record is not None:
-                kept = remove_cards(available, _scored_cards(record.result))
+                kept = remove_cards(available, _scored_cards(record))
                 assert kept is not None
                 available = kept
             result.append(

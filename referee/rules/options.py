@@ -753,11 +753,38 @@ def _check_requires(given: Mapping[str, object], merged: Mapping[str, object]) -
             " its first level must be at most min_bid",
             "bid_schedule",
         )
+    _check_opening_bid(given, merged)
     if merged["exchange_mode"] == "kitty" and merged["exchange_count"] != 4:
         raise OptionError(
             f'option "exchange_count" is {merged["exchange_count"]}, but exchange_mode "kitty"'
             " needs exchange_count 4 (the kitty is 4 cards)",
             "exchange_count",
+        )
+
+
+def _check_opening_bid(given: Mapping[str, object], merged: Mapping[str, object]) -> None:
+    """A combination that makes no sense (A.1): no opening bid at all would be legal.
+
+    The opening bid is a raise of the step in force at min_bid (A.7 item 3); when that step is
+    larger than max_raise nobody can ever bid, and a stuck dealer would have no legal action.
+    """
+    max_raise = merged["max_raise"]
+    if max_raise is None or not ({"max_raise", "bid_step", "bid_schedule"} & set(given)):
+        return
+    assert isinstance(max_raise, int)
+    min_bid = cast(int, merged["min_bid"])
+    schedule = cast("tuple[tuple[int, int], ...] | None", merged["bid_schedule"])
+    step = cast(int, merged["bid_step"])
+    if schedule:
+        step = schedule[0][1]
+        for level, level_step in schedule:
+            if level <= min_bid:
+                step = level_step
+    if step > max_raise:
+        raise OptionError(
+            f'option "max_raise" is {max_raise}, below the bid step {step} in force at min_bid '
+            f"{min_bid}: no bid could ever be made",
+            "max_raise",
         )
 
 

@@ -60,10 +60,11 @@ def score_hand(
     """
     sides = len(meld)
     recorded = [m if m >= rule.min_meld_to_record else 0 for m in meld]
+    # A.7 item 8: the declaring side's meld *before* save rules (min_meld_to_record is one).
     hopeless = (
         bid is not None
         and declaring_side is not None
-        and bid - recorded[declaring_side] > total_in_play
+        and bid - meld[declaring_side] > total_in_play
     )
     if conceded and bid is not None and declaring_side is not None:
         delta = tuple(-bid if s == declaring_side else recorded[s] for s in range(sides))
