@@ -255,9 +255,12 @@ def _check_game_claim(audit: _Audit, state: GameState, claimed: object) -> None:
         claim = _int_list(claimed["scores"])
         if claim is None:
             raise RecordError("claimed.scores: must be a list of integers")
-        if claim != list(state.scores):
+        # The verdict's scores: in two-handed they include the melds of a hand in progress
+        # (A.9 item 8), so a claim is checked against the same figures the verdict reports.
+        computed = _verdict_scores(state)
+        if claim != computed:
             audit.claims.append(
-                {"hand": None, "field": "scores", "claimed": claim, "computed": list(state.scores)}
+                {"hand": None, "field": "scores", "claimed": claim, "computed": computed}
             )
     if "winner" in claimed:
         winner = claimed["winner"]

@@ -32,7 +32,7 @@ from referee.engine.game import Game, SeededDeals
 from referee.engine.state import GameState
 from referee.engine.views import SPECTATOR, view
 from referee.rules.options import VARIANT_IDS, resolve_options
-from tests.strategies import choose_action
+from tests.strategies import all_legal, choose_action, pick
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 FORMAT = "pinochle-golden/1"
@@ -41,9 +41,7 @@ MAX_BYTES = 2_000_000
 #: View keys that stay the same for a whole game; stored once in the header.
 STATIC_VIEW_KEYS = ("first_dealer", "options", "seats", "variant")
 #: Registered variants with no golden games yet, and why.
-ALLOWED_MISSING: Mapping[str, str] = {
-    "two-handed": "two-handed game play is a later issue (issue 3): new_game refuses it for now",
-}
+ALLOWED_MISSING: Mapping[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +68,22 @@ class GoldenGame:
 # seeds were picked so that the games between them show a redeal, a concession, a dix exchange,
 # a kitty and a played-out hand, and every file stays small.
 GOLDEN_GAMES: tuple[GoldenGame, ...] = (
+    # Two-handed: policy seeds with several melds, dix exchanges and a meld using table cards.
+    GoldenGame("two-handed", 1, {"target": 300}, "golden-two-handed-1", 9),
+    GoldenGame(
+        "two-handed",
+        2,
+        {  # the Hoyle/Bicycle profile (OPTIONS.md "Two-handed")
+            "target": 300,
+            "new_card_required": True,
+            "deferred_meld_scoring": False,
+            "head_rule": "trump_lead_only",
+            "dix_scores_when_played": False,
+        },
+        "golden-two-handed-2",
+        39,
+        dealer=1,
+    ),
     GoldenGame("cutthroat", 1, {"target": 100}, "golden-cutthroat-1", 126),
     GoldenGame(
         "cutthroat",
@@ -237,6 +251,20 @@ def _final(state: GameState) -> dict[str, Any]:
     }
 
 
+def choose(state: GameState, rng: random.Random) -> tuple[int, dict[str, object]]:
+    """``choose_action``, except in two-handed, whose legal actions are all concrete (a meld
+    entry is one named combination, A.10 item 2): the uniformly picked entry is sent as listed.
+    The other variants draw exactly as ``choose_action`` does, so their files do not change."""
+    if not state.setup.two_handed:
+        return choose_action(state, rng)
+    # The window's {"play", "drawn_card"} entry stands for a card not drawn yet: not sendable.
+    options = [(seat, e) for seat, e in all_legal(state) if not e.get("drawn_card")]
+    if not options:
+        raise AssertionError(f"no seat has a legal action (version {state.version})")
+    seat, entry = pick(rng, options)
+    return seat, dict(entry)
+
+
 def play(spec: GoldenGame) -> dict[str, Any]:
     """Play ``spec`` to the end and return the golden document."""
     header = header_of(spec)
@@ -249,7 +277,7 @@ def play(spec: GoldenGame) -> dict[str, Any]:
     while not game.state.over:
         if len(steps) >= MAX_ACTIONS:
             raise RuntimeError(f"{spec.filename}: the game did not end in {MAX_ACTIONS} actions")
-        seat, action = choose_action(game.state, rng)
+        seat, action = choose(game.state, rng)
         events = game.act(seat, decode_action(action))
         views, spectator = compact_views(game.state, spectator)
         steps.append({"seat": seat, "action": action, "events": _events(events), "views": views})

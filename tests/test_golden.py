@@ -138,7 +138,7 @@ class TestGoldenCoverage:
     def test_allow_list_names_registered_variants_with_a_reason(self) -> None:
         assert set(ALLOWED_MISSING) <= set(VARIANT_IDS)
         assert all(reason.strip() for reason in ALLOWED_MISSING.values())
-        assert set(ALLOWED_MISSING) == {"two-handed"}
+        assert set(ALLOWED_MISSING) == set()
 
     def test_no_stale_golden_files(self) -> None:
         assert GOLDEN_DIR.is_dir()

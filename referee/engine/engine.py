@@ -1096,6 +1096,10 @@ def matches(entry: dict[str, object], action: dict[str, object]) -> bool:
     kind = entry["type"]
     if action.get("type") != kind:
         return False
+    if kind == "play" and entry.get("drawn_card"):
+        # Two-handed window: the card the winner is about to draw; any card may turn out to be
+        # it, so only apply (which draws first) can tell.
+        return isinstance(action.get("card"), str)
     if kind == "bid":
         amount = action.get("amount")
         low, step, high = entry["min"], entry["step"], entry["max"]

@@ -570,9 +570,14 @@ def legal_actions(setup: Setup, hand: HandState, seat: int) -> list[dict[str, ob
     if seat != hand.turn:
         return result
     if hand.window_seat is not None:
-        # The lead comes after the draws; the cards it may use are those held after drawing.
-        drawn, _ = _draw(setup, hand)
-        return result + _play_entries(setup, drawn, seat)
+        # The lead comes after the draws (A.8 item 2), so the card about to be drawn may be led
+        # too; which card that is must stay hidden until the draw, so it is one descriptor
+        # entry instead of a concrete card (listing it would show the stock's top card).
+        return [
+            *result,
+            *_play_entries(setup, hand, seat),
+            {"type": "play", "drawn_card": True},
+        ]
     return result + _play_entries(setup, hand, seat)
 
 
