@@ -7,7 +7,6 @@ card points, trick order, replay, export and audit).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 from collections.abc import Callable
@@ -795,7 +794,7 @@ def _finish_with_scores(
     delta = result["delta"]
     assert isinstance(delta, list)
     rules = resolve_options(variant, options)
-    state = dataclasses.replace(new_game(rules, 0), scores=tuple(before(delta)))
+    state = new_game(rules, 0)._replace(scores=tuple(before(delta)))
     state, _ = start_hand(state, SeededDeals(seed).next_deal(rules, 0, 0))
     state = win_auction(state, 1) if rules.bidding else state
     return auto_until(state, hand_over), delta

@@ -10,7 +10,6 @@ shared with ``test_engine.py`` and ``test_audit.py``.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -83,7 +82,7 @@ def act(state: GameState, seat: int, kind: str, **fields: object) -> GameState:
 def snapshot(state: GameState) -> GameState:
     """A deep copy of everything an action could change (the per-game ``setup`` is immutable
     rule objects, shared)."""
-    return dataclasses.replace(state, hand=copy.deepcopy(state.hand))
+    return state._replace(hand=copy.deepcopy(state.hand))
 
 
 def refuse_json(state: GameState, seat: int, data: object) -> IllegalAction:
