@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install proto test lint typecheck bench golden run clean
+.PHONY: install proto test lint typecheck bench golden run clean buf-lint
 
 PROTO_SRC := protos/pinochle/referee/v1/referee.proto
 PROTO_OUT := protos/pinochle/referee/v1/referee_pb2.py
@@ -30,7 +30,7 @@ test: install
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-lint: install
+lint: install buf-lint
 	$(BIN)/ruff check referee tests bench
 	$(BIN)/ruff format --check referee tests bench
 	$(BIN)/mypy
@@ -47,3 +47,26 @@ run: install
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
 	find protos -name '*_pb2*.py*' -delete
+
+# Contract hygiene: buf lint (STANDARD, protos/buf.yaml) and buf breaking against the previous
+# commit's protos. buf comes from the npm package @bufbuild/buf, pinned in tools/buf/ (npm ci with
+# the committed lock file; the binary ships inside the package's platform dependency).
+BUF_DIR := tools/buf
+BUF := $(BUF_DIR)/node_modules/.bin/buf
+BUF_STAMP := $(BUF_DIR)/node_modules/.installed
+BUF_AGAINST := HEAD~1
+
+$(BUF_STAMP): $(BUF_DIR)/package.json $(BUF_DIR)/package-lock.json
+	cd $(BUF_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(BUF_STAMP)
+
+buf-lint: $(BUF_STAMP)
+	$(BUF) lint protos
+	@if ! git rev-parse --verify --quiet '$(BUF_AGAINST)^{commit}' >/dev/null 2>&1; then \
+		echo "buf breaking: skipped: no commit $(BUF_AGAINST) to compare with (first commit, shallow clone or no git)"; \
+	elif ! git ls-tree -r --name-only '$(BUF_AGAINST)' -- protos | grep -q '\.proto$$'; then \
+		echo "buf breaking: skipped: $(BUF_AGAINST) has no .proto files under protos/ yet"; \
+	else \
+		echo "$(BUF) breaking protos --against '.git#ref=$(BUF_AGAINST),subdir=protos'"; \
+		$(BUF) breaking protos --against '.git#ref=$(BUF_AGAINST),subdir=protos'; \
+	fi
