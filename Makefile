@@ -29,6 +29,7 @@ test: install
 	$(BIN)/ruff check referee tests bench
 	$(BIN)/mypy
 	$(BIN)/pytest
+	$(MAKE) node-test
 
 lint: install buf-lint
 	$(BIN)/ruff check referee tests bench
@@ -70,3 +71,10 @@ buf-lint: $(BUF_STAMP)
 		echo "$(BUF) breaking protos --against '.git#ref=$(BUF_AGAINST),subdir=protos'"; \
 		$(BUF) breaking protos --against '.git#ref=$(BUF_AGAINST),subdir=protos'; \
 	fi
+
+# The Node.js/TypeScript client (clients/node/): npm ci from its committed lock file; its build
+# generates the stubs from protos/; its tests start a real server from this venv
+# (REFEREE_SERVE_CMD overrides the command, REFEREE_ADDRESS points them at a running server).
+.PHONY: node-test
+node-test: install
+	cd clients/node && npm ci --no-audit --no-fund && npm test

@@ -1,0 +1,191 @@
+// Plays one whole `partnership` game against a running referee with simple legal bots, printing
+// a hand-by-hand log. Once, on purpose, a seat acts out of turn to show a typed RefereeError.
+//
+//   npm run example -- [host:port]        (or REFEREE_ADDRESS; default 127.0.0.1:50051)
+
+import {
+  RefereeClient,
+  RefereeError,
+  type GameEvent,
+  type SeatSession,
+  type SubmitResult,
+  type WatchItem,
+} from "./client";
+import { Rng, choose, pick } from "./bot";
+
+const VARIANT = "partnership";
+const OPTIONS = { target: 300 };
+const SEED = "node-example";
+
+function list(value: unknown): string {
+  return Array.isArray(value) ? `[${value.join(", ")}]` : String(value);
+}
+
+function logEvent(event: GameEvent): void {
+  switch (event.kind) {
+    case "hand_started":
+      console.log(`hand ${event["hand"]}: dealer seat ${event["dealer"]}`);
+      break;
+    case "redeal":
+      console.log("  everyone passed: redeal");
+      break;
+    case "contract":
+      console.log(`  contract: seat ${event["declarer"]} at ${event["bid"]}`);
+      break;
+    case "trump_declared":
+      console.log(`  trump: ${event["suit"]} (named by seat ${event["seat"]})`);
+      break;
+    case "cards_passed":
+      console.log(`  seat ${event["from"]} passes ${event["count"]} cards to seat ${event["to"]}`);
+      break;
+    case "meld_scored":
+      console.log(`  seat ${event["seat"]} melds ${event["points"]}`);
+      break;
+    case "conceded":
+      console.log(`  seat ${event["seat"]} concedes`);
+      break;
+    case "hand_result": {
+      const declarer = event["declarer"];
+      const delta = event["delta"] as number[];
+      let outcome = "";
+      if (typeof declarer === "number") {
+        const side = declarer % delta.length; // partnership: seats 0 and 2 are side 0
+        outcome =
+          (delta[side] ?? 0) < 0 ? ` (side ${side} set)` : ` (side ${side} made ${event["bid"]})`;
+      }
+      console.log(
+        `  result: meld ${list(event["meld"])}, card points ${list(event["points"])}, ` +
+          `delta ${list(delta)}${outcome}`,
+      );
+      console.log(`  scores after hand ${event["hand"]}: ${list(event["scores"])}`);
+      break;
+    }
+    case "game_over":
+      console.log(`game over: side ${event["winner"]} wins, final scores ${list(event["scores"])}`);
+      break;
+    default:
+      break; // calls, cards played, tricks: too fine-grained for this log
+  }
+}
+
+/** Act out of turn once and show how a client branches on the typed error. */
+async function showRefusal(seats: SeatSession[]): Promise<void> {
+  for (const [number, seat] of seats.entries()) {
+    if ((await seat.legalActions()).length > 0) continue;
+    try {
+      await seat.submit({ type: "pass" });
+      console.log(`  (seat ${number}'s out-of-turn pass was accepted?!)`);
+    } catch (error) {
+      if (!(error instanceof RefereeError)) throw error;
+      switch (error.reason) {
+        case "NOT_YOUR_TURN":
+        case "WRONG_PHASE":
+          console.log(
+            `  deliberate mistake: seat ${number} passes out of turn -> RefereeError ` +
+              `code=${error.codeName} reason=${error.reason} version=${error.version} ` +
+              `fields=${list(error.fields)}`,
+          );
+          console.log(`    server says: ${error.details}`);
+          break;
+        case "STALE_VERSION":
+          console.log(`  stale: the game is at version ${error.version}`);
+          break;
+        default:
+          throw error;
+      }
+    }
+    return;
+  }
+}
+
+async function countEvents(stream: AsyncIterable<WatchItem>) {
+  let events = 0;
+  let snapshots = 0;
+  const kinds = new Map<string, number>();
+  for await (const item of stream) {
+    if (item.type === "snapshot") {
+      snapshots++;
+      continue;
+    }
+    events++;
+    kinds.set(item.event.kind, (kinds.get(item.event.kind) ?? 0) + 1);
+  }
+  return { events, kinds, snapshots };
+}
+
+async function play(client: RefereeClient): Promise<void> {
+  const rng = new Rng(SEED);
+  const game = await client.createGame({ variant: VARIANT, options: OPTIONS, seed: SEED });
+  const seats = game.seatTokens.map((token) => client.seat(game.gameId, token));
+  const spectator = client.session(game.gameId, game.spectatorToken);
+  // A spectator watches from the start, concurrently; its stream ends with the game.
+  const watched = countEvents(spectator.watch(0));
+  let view = await seats[0]!.view();
+  console.log(
+    `game ${game.gameId}: ${VARIANT}, ${seats.length} seats, options ${JSON.stringify(OPTIONS)}, seed "${SEED}"`,
+  );
+  console.log(
+    `hand ${view.hand?.number ?? 0}: dealer seat ${view.hand?.dealer ?? view.first_dealer}`,
+  );
+  await showRefusal(seats);
+
+  let actions = 0;
+  let refused = 0;
+  while (!view.over) {
+    let result: SubmitResult | undefined;
+    for (const seat of seats) {
+      const entries = await seat.legalActions();
+      if (entries.length === 0) continue;
+      try {
+        result = await seat.submit(choose(pick(entries, rng), rng));
+      } catch (error) {
+        // another seat acted first (STALE_VERSION): look again
+        if (error instanceof RefereeError && error.reason === "STALE_VERSION") {
+          refused++;
+          continue;
+        }
+        throw error;
+      }
+      break;
+    }
+    if (result === undefined) throw new Error("no seat could act");
+    actions++;
+    result.events.forEach(logEvent);
+    view = result.view;
+  }
+
+  const { events, kinds, snapshots } = await watched;
+  console.log(
+    `${actions} actions accepted (${refused} stale retries); winner side ${view.winner}, ` +
+      `scores ${list(view.scores)} after ${view.hands_completed} hands`,
+  );
+  console.log(
+    `spectator stream: ${events} events (${kinds.get("card_played") ?? 0} cards played, ` +
+      `${kinds.get("trick_taken") ?? 0} tricks, ${kinds.get("hand_result") ?? 0} hand results` +
+      `${snapshots ? `, ${snapshots} snapshots` : ""}); audit log intact: ${await spectator.verifyAuditLog()}`,
+  );
+}
+
+async function main(): Promise<number> {
+  const address = process.argv[2] ?? process.env["REFEREE_ADDRESS"] ?? "127.0.0.1:50051";
+  const client = new RefereeClient(address);
+  try {
+    await client.waitForReady(5_000).catch(() => {
+      throw new Error(
+        `no referee answers at ${address} (start one with: pinochle-referee serve --port ...)`,
+      );
+    });
+    await play(client);
+    return 0;
+  } finally {
+    client.close();
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(1);
+  },
+);

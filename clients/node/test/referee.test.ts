@@ -1,0 +1,259 @@
+// The wrapper against a real referee process (see server.ts).
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import * as grpc from "@grpc/grpc-js";
+
+import {
+  RefereeClient,
+  RefereeError,
+  Rng,
+  choose,
+  pick,
+  type CreatedGame,
+  type GameEvent,
+  type SeatSession,
+  type WatchItem,
+} from "../src/index";
+import { startServer, type RunningServer } from "./server";
+
+let server: RunningServer;
+let client: RefereeClient;
+
+before(async () => {
+  server = await startServer();
+  client = new RefereeClient(server.address);
+});
+
+after(async () => {
+  client?.close();
+  await server?.stop();
+});
+
+async function newGame(seed: string): Promise<{ game: CreatedGame; seats: SeatSession[] }> {
+  const game = await client.createGame({ variant: "partnership", options: { target: 300 }, seed });
+  return { game, seats: game.seatTokens.map((token) => client.seat(game.gameId, token)) };
+}
+
+/** The seat whose turn it is (the one with legal actions) and one that must wait. */
+async function toActAndWaiting(seats: SeatSession[]): Promise<[SeatSession, SeatSession]> {
+  let acting: SeatSession | undefined;
+  let waiting: SeatSession | undefined;
+  for (const seat of seats) {
+    if ((await seat.legalActions()).length > 0) acting ??= seat;
+    else waiting ??= seat;
+  }
+  assert.ok(acting && waiting);
+  return [acting, waiting];
+}
+
+async function refusal(promise: Promise<unknown>): Promise<RefereeError> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof RefereeError, `not a RefereeError: ${String(error)}`);
+    return error;
+  }
+  assert.fail("the call was not refused");
+}
+
+async function collect(stream: AsyncIterable<WatchItem>, limit = Infinity): Promise<WatchItem[]> {
+  const items: WatchItem[] = [];
+  for await (const item of stream) {
+    items.push(item);
+    if (items.length >= limit) break;
+  }
+  return items;
+}
+
+describe("pinochle referee through the Node client", () => {
+  test("lists variants and creates a game", async () => {
+    const variants = await client.listVariants();
+    const partnership = variants.find((v) => v.id === "partnership");
+    assert.ok(partnership, "partnership is offered");
+    assert.equal(partnership.players, 4);
+    assert.ok(partnership.options.some((o) => o.name === "target"));
+
+    const { game, seats } = await newGame("node-test-create");
+    assert.match(game.gameId, /^[0-9a-f]+$/);
+    assert.equal(game.seatTokens.length, 4);
+    assert.ok(game.spectatorToken && game.adjudicatorToken);
+    assert.equal(game.version, 0);
+
+    const view = await seats[1]!.view();
+    assert.equal(view.game_id, game.gameId);
+    assert.equal(view.variant, "partnership");
+    assert.deepEqual(view.options, { target: 300 });
+    assert.equal(view.seats, 4);
+    assert.equal(view.role, 1);
+    assert.equal(view.over, false);
+    assert.equal(view.hand?.phase, "auction");
+    assert.equal(view.hand?.cards?.length, 12);
+    assert.equal(seats[1]!.version, 0);
+
+    const spectator = await client.session(game.gameId, game.spectatorToken).view();
+    assert.equal(spectator.role, "spectator");
+    assert.equal(spectator.hand?.cards, undefined, "a spectator sees no hand");
+  });
+
+  test("refusals are typed RefereeErrors with reason, version and fields", async () => {
+    const { game, seats } = await newGame("node-test-errors");
+    const [acting, waiting] = await toActAndWaiting(seats);
+
+    const outOfTurn = await refusal(waiting.submit({ type: "pass" }));
+    assert.equal(outOfTurn.reason, "NOT_YOUR_TURN");
+    assert.equal(outOfTurn.code, grpc.status.FAILED_PRECONDITION);
+    assert.equal(outOfTurn.codeName, "FAILED_PRECONDITION");
+    assert.equal(outOfTurn.version, 0);
+    assert.equal(outOfTurn.domain, "pinochle-referee");
+    assert.ok(outOfTurn.isViolation());
+    assert.match(outOfTurn.details, /is to act/);
+
+    const badRaise = await refusal(acting.submit({ type: "bid", amount: 255 }));
+    assert.equal(badRaise.reason, "BID_BAD_RAISE");
+    assert.deepEqual(badRaise.fields, ["action.amount"]);
+    assert.equal(badRaise.version, 0);
+
+    const wrongPhase = await refusal(acting.submit({ type: "play", card: "AS" }));
+    assert.equal(wrongPhase.reason, "WRONG_PHASE");
+
+    const malformed = await refusal(acting.submit({ type: "play", card: "ZZ" }));
+    assert.equal(malformed.reason, "MALFORMED_ACTION");
+    assert.equal(malformed.code, grpc.status.INVALID_ARGUMENT);
+    assert.deepEqual(malformed.fields, ["action.card"]);
+
+    const stale = await refusal(acting.submit({ type: "pass" }, { expectedVersion: 5 }));
+    assert.equal(stale.reason, "STALE_VERSION");
+    assert.equal(stale.code, grpc.status.ABORTED);
+    assert.equal(stale.version, 0);
+    assert.equal(stale.isViolation(), false);
+
+    // Nothing was applied: the acting seat still acts at version 0.
+    const accepted = await acting.submit({ type: "pass" });
+    assert.equal(accepted.version, 1);
+    assert.equal(acting.version, 1);
+    const twice = await refusal(acting.submit({ type: "pass" }));
+    assert.equal(twice.reason, "NOT_YOUR_TURN");
+    assert.equal(twice.version, 1);
+
+    const badOption = await refusal(
+      client.createGame({ variant: "partnership", options: { no_such_option: 1 } }),
+    );
+    assert.equal(badOption.reason, "INVALID_ARGUMENT");
+    assert.deepEqual(badOption.fields, ["options.no_such_option"]);
+
+    const noGame = await refusal(client.seat("0".repeat(24), game.seatTokens[0]!).view());
+    assert.equal(noGame.code, grpc.status.NOT_FOUND);
+    assert.equal(noGame.reason, "NOT_FOUND");
+
+    const badToken = await refusal(client.seat(game.gameId, "not-a-token").legalActions());
+    assert.equal(badToken.reason, "UNAUTHENTICATED");
+
+    const spectator = client.session(game.gameId, game.spectatorToken);
+    const notASeat = await refusal(client.seat(game.gameId, game.spectatorToken).legalActions());
+    assert.equal(notASeat.reason, "PERMISSION_DENIED");
+    assert.ok(await spectator.verifyAuditLog());
+  });
+
+  test("a retried submit with the same request id is answered once", async () => {
+    const { seats } = await newGame("node-test-retry");
+    const [acting] = await toActAndWaiting(seats);
+    const first = await acting.submit(
+      { type: "pass" },
+      { requestId: "retry-1", expectedVersion: 0 },
+    );
+    const again = await acting.submit(
+      { type: "pass" },
+      { requestId: "retry-1", expectedVersion: 0 },
+    );
+    assert.equal(first.version, 1);
+    assert.deepEqual(again, first);
+  });
+
+  test("watch streams events as they happen and stops when the loop breaks", async () => {
+    const { game, seats } = await newGame("node-test-watch");
+    const [acting] = await toActAndWaiting(seats);
+    const watcher = client.session(game.gameId, game.spectatorToken);
+    const items = collect(watcher.watch(0), 2);
+    // Let the stream open, then act twice.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const result = await acting.submit({ type: "pass" });
+    const [next] = await toActAndWaiting(seats);
+    await next.submit({ type: "pass" });
+    const received = await items;
+    assert.equal(received.length, 2);
+    const events = received.map((item) => {
+      assert.equal(item.type, "event");
+      return (item as { event: GameEvent }).event;
+    });
+    assert.deepEqual(events[0], result.events[0]);
+    assert.deepEqual(
+      events.map((e) => [e.kind, e.version, e["type"]]),
+      [
+        ["call", 1, "pass"],
+        ["call", 2, "pass"],
+      ],
+    );
+    assert.ok(events[1]!.seq > events[0]!.seq);
+
+    // Resuming from a version replays only what came after it.
+    const resumed = await collect(seats[0]!.watch(1), 1);
+    assert.equal(resumed[0]?.type === "event" && resumed[0].event.version, 2);
+  });
+
+  test("plays a whole partnership game to game over", { timeout: 180_000 }, async () => {
+    const { game, seats } = await newGame("node-test-game");
+    const spectator = client.session(game.gameId, game.spectatorToken);
+    const watched = collect(spectator.watch(0)); // ends by itself when the game is over
+    const rng = new Rng("node-test-game");
+    const submitted: GameEvent[] = [];
+    let view = await seats[0]!.view();
+    let actions = 0;
+    while (!view.over) {
+      assert.ok(actions < 5_000, "the game should end");
+      let acted = false;
+      for (const seat of seats) {
+        const entries = await seat.legalActions();
+        if (entries.length === 0) continue;
+        const result = await seat.submit(choose(pick(entries, rng), rng));
+        assert.equal(result.version, seat.version);
+        submitted.push(...result.events);
+        view = result.view;
+        acted = true;
+        actions++;
+        break;
+      }
+      assert.ok(acted, "some seat can act");
+    }
+
+    const final = await spectator.view();
+    assert.equal(final.over, true);
+    assert.ok(final.winner === 0 || final.winner === 1);
+    assert.ok(Math.max(...final.scores) >= 300);
+    assert.ok(final.hands_completed >= 1);
+    for (const seat of seats) assert.deepEqual(await seat.legalActions(), []);
+    const afterEnd = await refusal(seats[0]!.submit({ type: "pass" }));
+    assert.equal(afterEnd.reason, "GAME_OVER");
+
+    const gameOver = submitted.filter((e) => e.kind === "game_over");
+    assert.equal(gameOver.length, 1);
+    assert.deepEqual(gameOver[0]!["scores"], final.scores);
+    assert.equal(submitted.filter((e) => e.kind === "hand_result").length, final.hands_completed);
+
+    const items = await watched;
+    const events = items.flatMap((item) => (item.type === "event" ? [item.event] : []));
+    // The stream ended by itself with the game; game_over is among its last events.
+    assert.deepEqual(
+      events.filter((e) => e.kind === "game_over").map((e) => e["scores"]),
+      [final.scores],
+    );
+    assert.equal(events.at(-1)?.version, final.version);
+    assert.equal(events.filter((e) => e.kind === "trick_taken").length, 12 * final.hands_completed);
+    for (let i = 1; i < events.length; i++) assert.ok(events[i]!.seq > events[i - 1]!.seq);
+
+    assert.ok(await spectator.verifyAuditLog());
+    const record = await spectator.export();
+    assert.equal(record["variant"], "partnership");
+  });
+});

@@ -1,0 +1,124 @@
+// No server: conversions and rich-error decoding.
+
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import * as path from "node:path";
+import { test } from "node:test";
+
+import * as grpc from "@grpc/grpc-js";
+import * as googleProtoFiles from "google-proto-files";
+
+import {
+  RefereeError,
+  VIOLATION_CODES,
+  actionToProto,
+  fromStruct,
+  toStruct,
+  type Reason,
+} from "../src/index";
+
+test("JSON survives a Struct round trip (through the wire encoding)", () => {
+  const data = { a: 1, b: [true, null, "x", 2.5], c: { d: [] as number[], e: {} }, f: -0.5 };
+  const root = googleProtoFiles.loadSync(googleProtoFiles.getProtoPath("protobuf", "struct.proto"));
+  const Struct = root.lookupType("google.protobuf.Struct");
+  const wire = Struct.encode(Struct.fromObject(toStruct(data))).finish();
+  const decoded = Struct.toObject(Struct.decode(wire), {
+    defaults: true,
+    oneofs: true,
+    enums: String,
+  });
+  assert.deepEqual(fromStruct(decoded as never), data);
+  assert.deepEqual(fromStruct(undefined), {});
+});
+
+test("actions map to the Action oneof", () => {
+  assert.deepEqual(actionToProto({ type: "pass" }), { passTurn: { help: false } });
+  assert.deepEqual(actionToProto({ type: "pass", help: true }), { passTurn: { help: true } });
+  assert.deepEqual(actionToProto({ type: "bid", amount: 260 }), { bid: { amount: 260 } });
+  assert.deepEqual(actionToProto({ type: "draw", turn_up: true }), { draw: { turnUp: true } });
+  assert.deepEqual(actionToProto({ type: "concede" }), { concede: {} });
+  assert.deepEqual(actionToProto({ type: "meld", cards: ["AS"] }), { meld: { cards: ["AS"] } });
+  assert.deepEqual(actionToProto({ type: "meld", cards: [], melds: [], points: 0 }), {
+    meld: { cards: [], melds: { items: [] }, points: 0 },
+  });
+  assert.throws(() => actionToProto({ type: "nap" } as never), TypeError);
+});
+
+test("the violation codes are exactly the engine's (RULES.md A.5), in order", () => {
+  const source = readFileSync(
+    path.resolve(__dirname, "..", "..", "..", "..", "referee", "engine", "errors.py"),
+    "utf8",
+  );
+  const block = /VIOLATION_CODES: Final = \(([^)]*)\)/.exec(source);
+  assert.ok(block, "VIOLATION_CODES in referee/engine/errors.py");
+  const python = [...block[1]!.matchAll(/"([A-Z_]+)"/g)].map((m) => m[1]);
+  assert.deepEqual([...VIOLATION_CODES], python);
+});
+
+function richError(
+  code: grpc.status,
+  message: string,
+  reason: string,
+  metadata: Record<string, string>,
+  field?: string,
+) {
+  const root = googleProtoFiles.loadSync(googleProtoFiles.getProtoPath("rpc", "status.proto"));
+  root.loadSync(googleProtoFiles.getProtoPath("rpc", "error_details.proto"));
+  const pack = (name: string, value: object) => {
+    const type = root.lookupType(name);
+    return {
+      type_url: `type.googleapis.com/${name}`,
+      value: type.encode(type.fromObject(value)).finish(),
+    };
+  };
+  const details = [pack("google.rpc.ErrorInfo", { reason, domain: "pinochle-referee", metadata })];
+  if (field) {
+    details.push(
+      pack("google.rpc.BadRequest", { fieldViolations: [{ field, description: message }] }),
+    );
+  }
+  const Status = root.lookupType("google.rpc.Status");
+  const trailer = new grpc.Metadata();
+  trailer.set(
+    "grpc-status-details-bin",
+    Buffer.from(Status.encode(Status.fromObject({ code, message, details })).finish()),
+  );
+  return Object.assign(new Error(message), { code, details: message, metadata: trailer });
+}
+
+test("RefereeError decodes ErrorInfo and BadRequest from grpc-status-details-bin", () => {
+  const error = RefereeError.from(
+    richError(
+      grpc.status.FAILED_PRECONDITION,
+      "seat 2 must follow suit",
+      "MUST_FOLLOW_SUIT",
+      { version: "41" },
+      "action.card",
+    ),
+  );
+  assert.equal(error.reason, "MUST_FOLLOW_SUIT");
+  assert.equal(error.code, grpc.status.FAILED_PRECONDITION);
+  assert.equal(error.version, 41);
+  assert.deepEqual(error.fields, ["action.card"]);
+  assert.equal(error.domain, "pinochle-referee");
+  assert.ok(error.isViolation());
+  assert.ok(error instanceof Error);
+  // The union is closed: this is a compile-time check as much as a run-time one.
+  const reason: Reason = error.reason;
+  assert.equal(reason, "MUST_FOLLOW_SUIT");
+
+  const unknown = RefereeError.from(richError(grpc.status.ABORTED, "?", "SOMETHING_NEW", {}));
+  assert.equal(unknown.reason, "ABORTED");
+  assert.equal(unknown.rawReason, "SOMETHING_NEW");
+  assert.equal(unknown.version, undefined);
+
+  const plain = RefereeError.from(
+    Object.assign(new Error("down"), {
+      code: grpc.status.UNAVAILABLE,
+      details: "down",
+      metadata: new grpc.Metadata(),
+    }),
+  );
+  assert.equal(plain.reason, "UNAVAILABLE");
+  assert.deepEqual(plain.fields, []);
+});
