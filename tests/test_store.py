@@ -1,25 +1,35 @@
 """The game store, written against ``referee.store.base.GameStore``.
 
 Every test runs once per backend in ``BACKENDS``; a backend makes stores that share one database
-(so a test can reopen it) and can run raw SQL on it to tamper with rows. Only SQLite exists so
-far; a PostgreSQL backend joins the same list (translating the ``?`` placeholders of ``sql``).
-The last tests are SQLite-only (pragmas, a crash of the writing process).
+(so a test can reopen it) and can run raw SQL on it to tamper with rows (``?`` placeholders).
+``sqlite`` uses a file under the test's temporary directory; ``postgres`` a schema of its own in
+the database at ``PINOCHLE_REFEREE_TEST_POSTGRES`` (default: database ``test`` on
+127.0.0.1:5432), created for the test and dropped after it. Where no PostgreSQL is reachable the
+``postgres`` cases are skipped with one reason line saying why. The last tests are backend
+specific: SQLite's pragmas and a crash of the writing process; PostgreSQL's migrations, row
+locks and change notifications.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
+import os
+import secrets
 import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
 import pytest_asyncio
+from psycopg import sql as pgsql
 
 from referee.store.base import (
     GENESIS_HASH,
@@ -33,11 +43,14 @@ from referee.store.base import (
     UnknownGame,
     VersionConflict,
 )
+from referee.store.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
+from referee.store.postgres import PostgresStore, describe
 from referee.store.sqlite import SCHEMA_VERSION, SqliteStore
 
-pytestmark = pytest.mark.asyncio
-
 REPO = Path(__file__).resolve().parent.parent
+POSTGRES_URL = os.environ.get(
+    "PINOCHLE_REFEREE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test"
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +60,8 @@ class Backend:
     sql: Callable[[str, Sequence[object]], Awaitable[None]]  # run one statement and commit
 
 
-def sqlite_backend(tmp_path: Path) -> Backend:
+@contextlib.contextmanager
+def sqlite_backend(tmp_path: Path) -> Iterator[Backend]:
     path = tmp_path / "db" / "referee.sqlite3"  # the directory does not exist yet
 
     async def sql(statement: str, params: Sequence[object]) -> None:
@@ -61,15 +75,86 @@ def sqlite_backend(tmp_path: Path) -> Backend:
 
         await asyncio.to_thread(run)
 
-    return Backend("sqlite", lambda: SqliteStore(path), sql)
+    yield Backend("sqlite", lambda: SqliteStore(path), sql)
 
 
-BACKENDS: dict[str, Callable[[Path], Backend]] = {"sqlite": sqlite_backend}
+# -- PostgreSQL -------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    return BACKENDS[request.param](tmp_path)
+@functools.cache
+def postgres_unreachable() -> str | None:
+    """Why the test database cannot be used (one line), or None when it can."""
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as error:
+        detail = " ".join(str(error).split())
+        return f"PostgreSQL not reachable at {describe(POSTGRES_URL)}: {detail}"
+    return None
+
+
+def postgres_marks() -> list[pytest.MarkDecorator]:
+    """Marks for every PostgreSQL case: one ``skip`` with the same reason when unreachable, which
+    pytest's ``-rs`` summary folds into one line per file."""
+    reason = postgres_unreachable()
+    return [] if reason is None else [pytest.mark.skip(reason=reason)]
+
+
+@pytest.fixture(params=[pytest.param("postgres", marks=postgres_marks())])
+def postgres_url() -> str:
+    """The test database's URL, for the PostgreSQL-only tests (skipped like the others)."""
+    return POSTGRES_URL
+
+
+@contextlib.contextmanager
+def postgres_schema(prefix: str = "test_store", *, create: bool = True) -> Iterator[str]:
+    """A fresh schema name (the schema created unless ``create`` is false), dropped afterwards
+    with everything in it."""
+    schema = f"{prefix}_{secrets.token_hex(6)}"
+    if create:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(pgsql.SQL("CREATE SCHEMA {}").format(pgsql.Identifier(schema)))
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(
+                pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(schema))
+            )
+
+
+async def postgres_sql(schema: str, statement: str, params: Sequence[object] = ()) -> None:
+    """Run one statement (``?`` placeholders) on ``schema`` and commit."""
+    async with await psycopg.AsyncConnection.connect(POSTGRES_URL) as conn:
+        await conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
+        await conn.execute(statement.replace("?", "%s"), tuple(params))
+
+
+@contextlib.contextmanager
+def postgres_backend(tmp_path: Path) -> Iterator[Backend]:
+    with postgres_schema() as schema:
+        yield Backend(
+            "postgres",
+            lambda: PostgresStore(POSTGRES_URL, schema=schema),
+            functools.partial(postgres_sql, schema),
+        )
+
+
+BACKENDS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Backend]]] = {
+    "sqlite": sqlite_backend,
+    "postgres": postgres_backend,
+}
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(name, marks=postgres_marks() if name == "postgres" else [])
+        for name in sorted(BACKENDS)
+    ]
+)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    with BACKENDS[request.param](tmp_path) as made:
+        yield made
 
 
 @pytest_asyncio.fixture
@@ -642,3 +727,153 @@ async def test_sqlite_acknowledged_commits_survive_a_crash(tmp_path: Path) -> No
             assert (await store.verify_audit_log(game_id)).intact
     finally:
         await store.close()
+
+
+# -- PostgreSQL only ----------------------------------------------------------------------------
+
+
+async def pg_rows(schema: str, query: str) -> list[tuple[object, ...]]:
+    async with await psycopg.AsyncConnection.connect(POSTGRES_URL) as conn:
+        await conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
+        cursor = await conn.execute(query)
+        return await cursor.fetchall()
+
+
+async def test_postgres_migrations_are_versioned_and_idempotent(postgres_url: str) -> None:
+    with postgres_schema() as schema:
+        for _ in range(2):
+            store = PostgresStore(POSTGRES_URL, schema=schema)
+            await store.open()
+            await store.open()  # opening an open store is a no-op
+            await store.close()
+        versions = await pg_rows(schema, "SELECT version FROM schema_migrations ORDER BY version")
+        assert versions == [(v,) for v in range(1, PG_SCHEMA_VERSION + 1)]
+        tables = await pg_rows(
+            schema, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        )
+        assert {"games", "log", "requests", "audit", "schema_migrations"} <= {
+            name for (name,) in tables
+        }
+
+
+async def test_postgres_replicas_starting_together_migrate_once(postgres_url: str) -> None:
+    with postgres_schema(create=False) as schema:  # the stores create the schema too
+        stores = [PostgresStore(POSTGRES_URL, schema=schema) for _ in range(6)]
+        try:
+            await asyncio.gather(*(store.open() for store in stores))
+            await new_game(stores[0])
+            assert (await stores[5].get_game("g1")).version == 0
+        finally:
+            for store in stores:
+                await store.close()
+        versions = await pg_rows(schema, "SELECT version FROM schema_migrations")
+        assert sorted(versions) == [(v,) for v in range(1, PG_SCHEMA_VERSION + 1)]
+
+
+async def test_postgres_refuses_a_newer_schema(postgres_url: str) -> None:
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await store.close()
+        await postgres_sql(
+            schema, "INSERT INTO schema_migrations (version) VALUES (?)", (PG_SCHEMA_VERSION + 1,)
+        )
+        with pytest.raises(StoreError, match="schema version"):
+            await PostgresStore(POSTGRES_URL, schema=schema).open()
+
+
+async def test_postgres_unreachable_is_a_store_error() -> None:
+    store = PostgresStore(
+        "postgresql://postgres@127.0.0.1:1/test?connect_timeout=1", connect_timeout=1.0
+    )
+    with pytest.raises(StoreError, match=r"cannot open PostgreSQL at 127\.0\.0\.1:1/test"):
+        await store.open()
+
+
+async def test_postgres_many_stores_race_on_one_game(postgres_url: str) -> None:
+    """Eight stores (eight replicas' pools) commit at the same version: the row lock and the
+    version check let exactly one win each round, whatever the interleaving."""
+    with postgres_schema() as schema:
+        stores = [PostgresStore(POSTGRES_URL, schema=schema, max_size=2) for _ in range(8)]
+        await asyncio.gather(*(store.open() for store in stores))
+        try:
+            await new_game(stores[0])
+            for expected in range(6):
+                results = await asyncio.gather(
+                    *(
+                        store.commit(make_commit("g1", expected, f"race{expected}-{i}"))
+                        for i, store in enumerate(stores)
+                    ),
+                    return_exceptions=True,
+                )
+                winners = [r for r in results if isinstance(r, AuditRow)]
+                losers = [r for r in results if isinstance(r, VersionConflict)]
+                assert (len(winners), len(losers)) == (1, 7), results
+                assert {conflict.current for conflict in losers} == {expected + 1}
+            check = stores[3]
+            assert (await check.get_game("g1")).version == 6
+            assert [row.seq for row in await check.load_log("g1")] == list(range(1, 8))
+            verdict = await check.verify_audit_log("g1")
+            assert (verdict.intact, verdict.entries) == (True, 6)
+        finally:
+            for store in stores:
+                await store.close()
+
+
+async def _collect(store: PostgresStore, into: asyncio.Queue[str]) -> None:
+    async for game_id in store.changes():
+        await into.put(game_id)
+
+
+async def _next(queue: asyncio.Queue[str]) -> str:
+    return await asyncio.wait_for(queue.get(), timeout=5)
+
+
+async def test_postgres_changes_announce_other_stores_commits(postgres_url: str) -> None:
+    with postgres_schema() as schema:
+        listener = PostgresStore(POSTGRES_URL, schema=schema)
+        writer = PostgresStore(POSTGRES_URL, schema=schema)
+        await listener.open()
+        await writer.open()
+        await new_game(writer, "g1")
+        await new_game(writer, "g2")
+        await new_game(writer, "done", over=True)
+        heard: asyncio.Queue[str] = asyncio.Queue()
+        following = asyncio.ensure_future(_collect(listener, heard))
+        try:
+            # On connecting, the listener announces every active game (it may have missed them).
+            assert {await _next(heard), await _next(heard)} == {"g1", "g2"}
+
+            await listener.commit(make_commit("g2", 0))  # its own commit: not announced to it
+            await writer.commit(make_commit("g1", 0))  # another store's commit: announced
+            assert await _next(heard) == "g1"
+            await writer.commit(make_commit("g2", 1))
+            assert await _next(heard) == "g2"
+
+            # A refused commit announces nothing; the next real one is heard.
+            with pytest.raises(VersionConflict):
+                await writer.commit(make_commit("g1", 0, "again"))
+            await writer.commit(make_commit("g1", 1))
+            assert await _next(heard) == "g1"
+            assert heard.empty()
+
+            # The listening connection dies: the listener reconnects and announces again.
+            old_pid = listener.listener_pid
+            assert old_pid
+            await postgres_sql(schema, "SELECT pg_terminate_backend(?)", (old_pid,))
+            for _ in range(100):
+                if listener.listener_pid not in (0, old_pid):
+                    break
+                await asyncio.sleep(0.05)
+            assert listener.listener_pid not in (0, old_pid)
+            assert {await _next(heard), await _next(heard)} == {"g1", "g2"}
+            await writer.commit(make_commit("g2", 2))
+            assert await _next(heard) == "g2"
+
+            # close() ends the iteration.
+            await listener.close()
+            await asyncio.wait_for(following, timeout=5)
+        finally:
+            following.cancel()
+            await listener.close()
+            await writer.close()

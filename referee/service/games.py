@@ -235,7 +235,8 @@ class GameManager:
         live = self.games.get(game_id)
         if live is not None:
             if self.shared_store:
-                await self._catch_up(live)
+                async with live.lock:  # never fold the same rows twice, nor beside a submit
+                    await self._catch_up(live)
             return live
         lock = self._loading.setdefault(game_id, asyncio.Lock())
         async with lock:
@@ -275,6 +276,21 @@ class GameManager:
             live.state = state
             async with live.changed:
                 live.changed.notify_all()
+
+    async def follow_changes(self) -> None:
+        """Fold in other replicas' commits as the store announces them (runs until cancelled)."""
+        log = structlog.get_logger("referee.games")
+        async for game_id in self.store.changes():
+            live = self.games.get(game_id)
+            if live is None:
+                continue
+            # Wait for the lock even when a submit holds it: that submit may have caught up
+            # before this commit landed, and watchers must still see it.
+            try:
+                async with live.lock:
+                    await self._catch_up(live)
+            except Exception:
+                log.exception("catch_up_failed", game_id=game_id)
 
     # ----------------------------------------------------------------------------------------
     # Who is calling
@@ -336,26 +352,50 @@ class GameManager:
         expected_version: int,
         request_id: str,
     ) -> pb.SubmitActionResponse:
-        live, caller = await self.get(game_id, token)
-        if caller.role != SEAT or caller.seat is None:
-            raise ServiceError(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"a {caller.role} cannot act; only a seat acts, for itself",
+        live = await self.load(game_id)
+        caller: Caller | None = None
+        try:
+            caller = self.authenticate(live, token)
+            structlog.contextvars.bind_contextvars(role=caller.role, seat=caller.seat)
+            if caller.role != SEAT or caller.seat is None:
+                raise ServiceError(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"a {caller.role} cannot act; only a seat acts, for itself",
+                )
+            if len(request_id) > MAX_REQUEST_ID:
+                raise invalid(
+                    f"request_id is longer than {MAX_REQUEST_ID} characters", "request_id"
+                )
+            if not action_json:  # no oneof member set: a malformed action (A.5)
+                raise invalid("no action given", "action", reason="MALFORMED_ACTION")
+        except ServiceError as refusal:
+            # Issue 4: the audit log holds every request, accepted or refused, so a request
+            # refused before reaching the rules (bad token, a spectator acting) is logged too.
+            await self.store.record_refusal(
+                game_id,
+                self._audit_row(
+                    live,
+                    caller.seat if caller is not None else None,
+                    action_json or None,
+                    "refused",
+                    refusal.reason,
+                    f"-:{request_id[:MAX_REQUEST_ID]}" if request_id else "",
+                    live.state.version,
+                    role=caller.role if caller is not None else "anonymous",
+                ),
             )
+            raise
         seat = caller.seat
-        if len(request_id) > MAX_REQUEST_ID:
-            raise invalid(f"request_id is longer than {MAX_REQUEST_ID} characters", "request_id")
-        if not action_json:
-            raise invalid("no action given", "action")
+        # Keyed by seat too, so one seat's request id can never fetch another seat's response.
         key = f"{seat}:{request_id}" if request_id else ""
-        if key:
-            stored = await self.store.stored_response(game_id, key)
-            if stored is not None:
-                return pb.SubmitActionResponse.FromString(stored)
         async with live.lock:
             if self.shared_store:
                 await self._catch_up(live)
-            if key:
+            if key and expected_version != live.state.version:
+                # A retry of an applied request carries the version it was sent at, which is
+                # stale now: only then is the stored response looked up, so the common path
+                # costs no extra read. (A reused id at the current version is refused by the
+                # store's unique key instead.)
                 stored = await self.store.stored_response(game_id, key)
                 if stored is not None:
                     return pb.SubmitActionResponse.FromString(stored)
@@ -509,11 +549,14 @@ class GameManager:
         view comes first and the stream goes on from there.
         """
         live, caller = await self.get(game_id, token)
+        # Issue 4 / referee.proto: from_version 0 means the whole game, and the first deal's
+        # events carry version 0, so "after version 0" must include them.
+        after = from_version if from_version > 0 else -1
         sent = 0  # the last event seq handled
         while True:
             window_start = live.event_count - len(live.events) + 1
             missed = window_start > sent + 1 and (
-                not live.events or _version(live.events[0]) > from_version
+                not live.events or _version(live.events[0]) > after
             )
             if missed:
                 yield pb.WatchGameResponse(
@@ -528,7 +571,7 @@ class GameManager:
                 if seq <= sent:
                     continue
                 sent = seq
-                if _version(stored) > from_version and self.visible(caller, stored):
+                if _version(stored) > after and self.visible(caller, stored):
                     yield pb.WatchGameResponse(event=stored_event_to_proto(stored))
             if live.state.over:
                 return
@@ -586,8 +629,11 @@ def _number(events: Sequence[Event], first_seq: int, version: int) -> list[dict[
 
 
 def _view_with_id(state: GameState, caller: Caller, live: LiveGame) -> dict[str, object]:
+    """The view GetGame gives (``view_of``), for a state not yet stored in ``live``."""
     out = view(state, caller.view_role)
     out["game_id"] = live.record.game_id
+    if live.record.players:  # issue 4: SubmitAction answers "the caller's new view"
+        out["players"] = list(live.record.players)
     return out
 
 

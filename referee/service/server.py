@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import signal
@@ -46,6 +47,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 50051
     db: str = "./data/referee.db"
+    db_schema: str = ""  # PostgreSQL: the schema the tables live in ("" = the search_path's)
     metrics_port: int = 9464
     adjudicator_token: str = ""
     max_games: int = 10_000
@@ -65,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=int(env("port", Settings.port)))
     parser.add_argument(
         "--db", default=env("db", Settings.db), help="SQLite path or postgresql://... URL"
+    )
+    parser.add_argument(
+        "--db-schema",
+        default=env("db_schema", Settings.db_schema),
+        help="PostgreSQL schema for the tables (created if missing; default: the search_path's)",
     )
     parser.add_argument(
         "--metrics-port",
@@ -111,6 +118,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         host=args.host,
         port=args.port,
         db=args.db,
+        db_schema=args.db_schema,
         metrics_port=args.metrics_port,
         adjudicator_token=token,
         max_games=args.max_games,
@@ -179,8 +187,15 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                     async for item in inner_stream(request, context):
                         yield item
 
+            async def written(request: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
+                with self._observe(service, name, context):
+                    await inner_stream(request, context)
+
+            # Issue 4 (gRPC health): a handler that sends with ``context.write`` (the health
+            # service's Watch) is a coroutine, not an async generator; wrapping it in
+            # ``async for`` failed every health Watch with UNKNOWN.
             return grpc.unary_stream_rpc_method_handler(
-                stream,
+                stream if inspect.isasyncgenfunction(inner_stream) else written,
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -219,12 +234,11 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             structlog.contextvars.clear_contextvars()
 
 
-def open_store(db: str) -> GameStore:
+def open_store(db: str, schema: str = "") -> GameStore:
     if db.startswith(("postgresql://", "postgres://")):
-        from referee.store.postgres import PostgresStore  # type: ignore[import-not-found]  # noqa: PLC0415
+        from referee.store.postgres import PostgresStore  # noqa: PLC0415
 
-        store: GameStore = PostgresStore(db)
-        return store
+        return PostgresStore(db, schema=schema or None)
     from referee.store.sqlite import SqliteStore  # noqa: PLC0415
 
     return SqliteStore(db)
@@ -237,16 +251,20 @@ class Running:
     health: health.aio.HealthServicer
     store: GameStore
     games: GameManager
+    follower: asyncio.Task[None]
 
     async def stop(self, grace: float) -> None:
         """NOT_SERVING first so balancers drain us, then finish in-flight calls, then close."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
+        self.follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.follower
         await self.store.close()
 
 
 async def start_server(settings: Settings, store: GameStore | None = None) -> Running:
-    store = store if store is not None else open_store(settings.db)
+    store = store if store is not None else open_store(settings.db, settings.db_schema)
     await store.open()
     games = GameManager(
         store,
@@ -285,7 +303,8 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Running(server, port, health_servicer, store, games)
+    follower = asyncio.create_task(games.follow_changes(), name="follow-store-changes")
+    return Running(server, port, health_servicer, store, games, follower)
 
 
 async def serve(settings: Settings) -> None:

@@ -383,5 +383,3 @@ def _options(
     | pb.ScoreHandRequest,
 ) -> object:
     return struct_to_dict(request.options) if request.HasField("options") else None
-
-

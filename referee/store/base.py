@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -181,3 +181,11 @@ class GameStore(Protocol):
         """Ids of stored games (active: not over)."""
 
     async def count_active_games(self) -> int: ...
+
+    def changes(self) -> AsyncIterator[str]:
+        """Ids of games that another process changed, as they change (may never yield).
+
+        PostgreSQL wakes replicas with LISTEN/NOTIFY; the log table stays the truth, so a
+        replica that hears a game id folds the new rows in from ``load_log``. An embedded
+        store has no other writer and yields nothing.
+        """

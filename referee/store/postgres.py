@@ -1,0 +1,686 @@
+"""The shared store: PostgreSQL, for several stateless replicas on one database.
+
+Connections
+    An :class:`psycopg_pool.AsyncConnectionPool` of autocommit connections (transactions are
+    explicit), so many games read and commit in parallel. With ``schema`` every connection sets
+    ``search_path`` to that schema (created at ``open()`` if missing); without it the tables live
+    in the connection's ``current_schema()`` (the URL may set ``options=-csearch_path=...``).
+
+Schema
+    The same tables as the SQLite store (``games`` with ``version``, ``over`` and the audit head;
+    ``log`` and ``audit`` keyed by ``(game_id, seq)``; ``requests`` keyed by
+    ``(game_id, request_id)``). JSON columns are ``json`` (validated, stored verbatim, so the
+    audit hash recomputed later sees exactly the text that was hashed). ``schema_migrations``
+    records the applied :data:`MIGRATIONS`; ``open()`` applies the missing ones, each in its own
+    transaction that first takes a transaction-scoped advisory lock for the schema, so replicas
+    starting together apply each step exactly once.
+
+Writes
+    ``commit`` is one transaction: ``SELECT ... FOR UPDATE`` of the game row (commits of one
+    game queue there, whatever replica sends them), the version check, ``UPDATE games ... WHERE
+    version = %s`` that must touch one row, the log rows (their primary key ``(game_id, seq)``
+    refuses a second writer of a seq), the idempotency record (a duplicate ``request_id`` is a
+    :class:`VersionConflict`), the chained audit row, and ``pg_notify`` on the schema's channel,
+    which PostgreSQL delivers only when (and if) the transaction commits. Nothing is acknowledged
+    before ``COMMIT`` returns (``synchronous_commit`` is left at its default, ``on``).
+
+    Within one store, writes of the same game run in the order they were submitted, one at a
+    time, each as its own task: cancelling a caller does not withdraw a write it submitted
+    (a retry of its request_id then finds the stored response), and ``close()`` finishes them.
+
+Change notifications
+    ``changes()`` holds one dedicated connection that ``LISTEN``s on the channel and yields the
+    game ids other stores commit. Notifications sent while nobody listened are lost, so after
+    every (re)connection it first yields the id of every active game; the log stays the truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+from psycopg.types.string import TextLoader
+from psycopg_pool import AsyncConnectionPool
+
+from referee.store.base import (
+    GENESIS_HASH,
+    AuditRow,
+    AuditVerification,
+    Commit,
+    GameExists,
+    GameRecord,
+    LogRow,
+    StoreError,
+    UnknownGame,
+    VersionConflict,
+)
+from referee.store.sqlite import (
+    _AUDIT_COLUMNS,
+    _GAME_COLUMNS,
+    _audit_row,
+    _AuditDraft,
+    _dumps,
+    _game_record,
+    _log_params,
+    _log_row,
+    _verify_chain,
+)
+
+T = TypeVar("T")
+Connection = psycopg.AsyncConnection[TupleRow]
+
+log = logging.getLogger(__name__)
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    # 0 -> 1: the first schema.
+    (
+        """
+        CREATE TABLE games (
+            game_id text PRIMARY KEY,
+            variant text NOT NULL,
+            options json NOT NULL,
+            first_dealer integer NOT NULL,
+            deal_source json NOT NULL,
+            seat_token_hashes json NOT NULL,
+            spectator_token_hash text NOT NULL,
+            adjudicator_token_hash text NOT NULL,
+            players json NOT NULL,
+            created_at double precision NOT NULL,
+            version integer NOT NULL CHECK (version >= 0),
+            over boolean NOT NULL,
+            audit_seq integer NOT NULL DEFAULT 0,
+            audit_head text NOT NULL
+        )
+        """,
+        "CREATE INDEX games_active ON games (game_id) WHERE NOT over",
+        """
+        CREATE TABLE log (
+            game_id text NOT NULL REFERENCES games (game_id),
+            seq integer NOT NULL CHECK (seq >= 1),
+            version integer NOT NULL,
+            kind text NOT NULL,
+            seat integer,
+            payload json NOT NULL,
+            events json NOT NULL,
+            PRIMARY KEY (game_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE requests (
+            game_id text NOT NULL REFERENCES games (game_id),
+            request_id text NOT NULL CHECK (request_id <> ''),
+            response bytea NOT NULL,
+            PRIMARY KEY (game_id, request_id)
+        )
+        """,
+        """
+        CREATE TABLE audit (
+            game_id text NOT NULL REFERENCES games (game_id),
+            seq integer NOT NULL CHECK (seq >= 1),
+            time double precision NOT NULL,
+            role text NOT NULL,
+            seat integer,
+            rpc text NOT NULL,
+            action json,
+            public_action json,
+            outcome text NOT NULL,
+            code text NOT NULL,
+            request_id text NOT NULL,
+            version integer NOT NULL,
+            previous_hash text NOT NULL,
+            hash text NOT NULL,
+            PRIMARY KEY (game_id, seq)
+        )
+        """,
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# The first key of the migration lock (pg_advisory_xact_lock(int, int)); the second is the
+# schema name's hash, so stores of different schemas do not wait for each other.
+MIGRATION_LOCK = 0x50524546
+CHANNEL_PREFIX = "pinochle_referee"
+DEFAULT_CONNECT_TIMEOUT = 10.0
+LISTEN_POLL_SECONDS = 0.5  # how often the listener looks up from waiting (close(), keep-alive)
+LISTEN_KEEPALIVE_SECONDS = 15.0  # a silent listener checks its connection this often
+RECONNECT_MAX_SECONDS = 10.0
+
+_INSERT_GAME = (
+    f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head)"
+    " VALUES (%s, %s, %s::json, %s, %s::json, %s::json, %s, %s, %s::json, %s, %s, %s, 0, %s)"
+    " ON CONFLICT (game_id) DO NOTHING"
+)
+_INSERT_LOG = (
+    "INSERT INTO log (game_id, seq, version, kind, seat, payload, events)"
+    " VALUES (%s, %s, %s, %s, %s, %s::json, %s::json)"
+)
+_INSERT_AUDIT = (
+    f"INSERT INTO audit (game_id, {_AUDIT_COLUMNS})"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s::json, %s::json, %s, %s, %s, %s, %s, %s)"
+)
+
+
+def channel_name(schema: str) -> str:
+    """The LISTEN/NOTIFY channel of the tables in ``schema`` (at most 63 bytes)."""
+    name = f"{CHANNEL_PREFIX}:{schema}"
+    if len(name.encode("utf-8")) <= 63:
+        return name
+    return f"{CHANNEL_PREFIX}:{hashlib.sha256(schema.encode('utf-8')).hexdigest()[:40]}"
+
+
+def describe(url: str) -> str:
+    """``host:port/dbname`` of a connection string, without credentials."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "the configured database"
+    host = params.get("host") or "localhost"
+    port = params.get("port") or 5432
+    return f"{host}:{port}/{params.get('dbname') or ''}"
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
+def _insert_log_params(
+    game_id: str,
+    first_seq: int,
+    rows: Sequence[tuple[int, int, str, int | None, str, str]],
+) -> list[tuple[object, ...]]:
+    """The log rows at seq ``first_seq``, ``first_seq + 1``, ... (a caller's nonzero seq that
+    disagrees means its view of the log diverged, and is refused)."""
+    params: list[tuple[object, ...]] = []
+    for offset, (given, version, kind, seat, payload, events) in enumerate(rows):
+        seq = first_seq + offset
+        if given not in (0, seq):
+            raise StoreError(f"log row seq {given} does not continue the log of {game_id} at {seq}")
+        params.append((game_id, seq, version, kind, seat, payload, events))
+    return params
+
+
+def _audit_params(game_id: str, draft: _AuditDraft, row: AuditRow) -> tuple[object, ...]:
+    return (
+        game_id,
+        row.seq,
+        row.time,
+        row.role,
+        row.seat,
+        row.rpc,
+        draft.action_json,
+        draft.public_action_json,
+        row.outcome,
+        row.code,
+        row.request_id,
+        row.version,
+        row.previous_hash,
+        row.hash,
+    )
+
+
+async def _game_exists(conn: Connection, game_id: str) -> bool:
+    cursor = await conn.execute("SELECT 1 FROM games WHERE game_id = %s", (game_id,))
+    return await cursor.fetchone() is not None
+
+
+class PostgresStore:
+    """:class:`referee.store.base.GameStore` on PostgreSQL (see the module docstring).
+
+    Behaves like :class:`referee.store.sqlite.SqliteStore`: the same values come back, the
+    same errors for unknown games, conflicts and malformed commits.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        if min_size < 0 or max_size < max(min_size, 1):
+            raise ValueError("need 0 <= min_size <= max_size and max_size >= 1")
+        if schema is not None and not schema:
+            raise ValueError("schema must be a name or None")
+        self.url = url
+        self.schema = schema
+        self.min_size = min_size
+        self.max_size = max_size
+        self.connect_timeout = connect_timeout
+        self.channel = ""  # known after open()
+        self._origin = secrets.token_hex(8)  # marks this store's own notifications
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._accepting = False
+        self._closed = False
+        self._tails: dict[str, asyncio.Task[Any]] = {}  # the last write submitted per game
+        self._pending: set[asyncio.Task[Any]] = set()
+        self.listener_pid = 0  # the backend pid of the current changes() connection (tests)
+
+    # -- life cycle ------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, create or migrate the schema, and get ready (a second call does nothing)."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        if self._pool is not None:
+            return
+        pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            self.url,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            kwargs={"autocommit": True},
+            configure=self._configure,
+            open=False,
+            name="pinochle-referee",
+        )
+        try:
+            # One plain connection first: a failure says why (the pool would only time out).
+            async with await self._connect() as conn:
+                await self._configure(conn)
+                schema = await self._migrate(conn)
+            await pool.open(wait=True, timeout=self.connect_timeout)
+        except BaseException as exc:
+            await pool.close()
+            if isinstance(exc, psycopg.Error):
+                raise StoreError(
+                    f"cannot open PostgreSQL at {describe(self.url)}: {_one_line(exc)}"
+                ) from exc
+            raise
+        self.channel = channel_name(schema)
+        self._pool = pool
+        self._accepting = True
+
+    async def close(self) -> None:
+        """Finish every submitted write, then close the connections; changes() ends soon."""
+        if self._closed:
+            return
+        self._closed = True
+        self._accepting = False
+        while self._pending:
+            await asyncio.wait(list(self._pending))
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    async def _connect(self) -> Connection:
+        return await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+        )
+
+    async def _configure(self, conn: Connection) -> None:
+        # JSON comes back as its stored text; the shared row decoders parse it (exactly as
+        # SQLite's, so both stores return equal values).
+        conn.adapters.register_loader("json", TextLoader)
+        if self.schema is not None:
+            await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+
+    async def _migrate(self, conn: Connection) -> str:
+        """Apply the missing migrations, one transaction each; return the schema's name."""
+        while True:
+            async with conn.transaction():
+                schema = self.schema
+                if schema is None:
+                    cursor = await conn.execute("SELECT current_schema()")
+                    row = await cursor.fetchone()
+                    schema = row[0] if row else None
+                    if schema is None:
+                        raise StoreError(
+                            f"{describe(self.url)}: no schema to create the tables in"
+                            " (search_path names no existing schema)"
+                        )
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                    (MIGRATION_LOCK, schema),
+                )
+                if self.schema is not None:
+                    cursor = await conn.execute(
+                        "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
+                    )
+                    if await cursor.fetchone() is None:
+                        await conn.execute(
+                            sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema))
+                        )
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                    " version integer PRIMARY KEY,"
+                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                )
+                cursor = await conn.execute(
+                    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
+                )
+                row = await cursor.fetchone()
+                current = int(row[0]) if row else 0
+                if current > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"{describe(self.url)} schema {schema!r} has schema version"
+                        f" {current}; this code knows {SCHEMA_VERSION}"
+                    )
+                if current == SCHEMA_VERSION:
+                    return schema
+                for statement in MIGRATIONS[current]:
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version) VALUES (%s)", (current + 1,)
+                )
+                log.info("applied migration %d to schema %s", current + 1, schema)
+
+    # -- running work ---------------------------------------------------------------------
+
+    def _open_pool(self) -> AsyncConnectionPool[Connection]:
+        """The pool, while the store is open (writes submitted before close() still get it)."""
+        pool = self._pool
+        if pool is None:
+            raise StoreError("the store is not open")
+        return pool
+
+    async def _transaction(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        pool = self._open_pool()
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                return await work(conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"the transaction failed: {_one_line(exc)}") from exc
+
+    async def _read(self, query: Callable[[Connection], Awaitable[T]]) -> T:
+        if self._closed:
+            raise StoreError("the store is closed")
+        pool = self._open_pool()
+        try:
+            async with pool.connection() as conn:
+                return await query(conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"read failed: {_one_line(exc)}") from exc
+
+    async def _write(self, game_id: str, work: Callable[[Connection], Awaitable[T]]) -> T:
+        """Run ``work`` in a transaction after every write of ``game_id`` submitted before it.
+
+        The write is a task of its own, registered before this coroutine first waits: the
+        caller's cancellation does not withdraw it and ``close()`` waits for it.
+        """
+        if not self._accepting:
+            raise StoreError("the store is not open")
+        previous = self._tails.get(game_id)
+
+        async def run() -> T:
+            if previous is not None:
+                await asyncio.wait([previous])
+            return await self._transaction(work)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tails[game_id] = task
+        self._pending.add(task)
+        task.add_done_callback(partial(self._write_done, game_id))
+        return await asyncio.shield(task)
+
+    def _write_done(self, game_id: str, task: asyncio.Task[Any]) -> None:
+        self._pending.discard(task)
+        if self._tails.get(game_id) is task:
+            del self._tails[game_id]
+        if not task.cancelled():
+            task.exception()  # retrieved here: its caller may have stopped waiting
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
+        params = (
+            game.game_id,
+            game.variant,
+            _dumps(dict(game.options)),
+            game.first_dealer,
+            _dumps(dict(game.deal_source)),
+            _dumps(list(game.seat_token_hashes)),
+            game.spectator_token_hash,
+            game.adjudicator_token_hash,
+            _dumps(list(game.players)),
+            float(game.created_at),
+            game.version,
+            bool(game.over),
+            GENESIS_HASH,
+        )
+        rows = _insert_log_params(game.game_id, 1, _log_params(first_rows))
+
+        async def work(conn: Connection) -> None:
+            cursor = await conn.execute(_INSERT_GAME, params)
+            if cursor.rowcount != 1:
+                raise GameExists(game.game_id)
+            if rows:
+                await cursor.executemany(_INSERT_LOG, rows)
+
+        await self._write(game.game_id, work)
+
+    async def commit(self, commit: Commit) -> AuditRow:
+        """Apply ``commit`` (see :meth:`GameStore.commit` and the module docstring).
+
+        The game's version becomes ``expected_version + 1``; every row must carry that version
+        (an action and the deal it caused). A ``request_id`` already stored for the game is
+        refused like a stale version (VersionConflict with the current version), nothing written.
+        """
+        if not commit.request_id:
+            raise ValueError("a commit needs a request_id")
+        if not commit.rows:
+            raise ValueError("a commit needs its action's log row")
+        new_version = commit.expected_version + 1
+        if any(row.version != new_version for row in commit.rows):
+            raise ValueError(
+                f"every row of a commit at {commit.expected_version} has version {new_version}"
+            )
+        game_id = commit.game_id
+        rows = _log_params(commit.rows)
+        draft = _AuditDraft.of(commit.audit)
+        response = bytes(commit.response)
+        notice = f"{self._origin}:{game_id}"
+
+        async def work(conn: Connection) -> AuditRow:
+            cursor = await conn.execute(
+                "SELECT version, audit_seq, audit_head FROM games WHERE game_id = %s FOR UPDATE",
+                (game_id,),
+            )
+            head = await cursor.fetchone()
+            if head is None:
+                raise UnknownGame(game_id)
+            current, audit_seq, audit_head = head
+            if current != commit.expected_version:
+                raise VersionConflict(current)
+            audit = draft.chained(audit_seq + 1, audit_head)
+            # The log's end is read by this statement, which starts after the row lock was
+            # granted, so it sees every commit of the game before ours (the locking SELECT's
+            # snapshot may be older than the commit it waited for).
+            cursor = await conn.execute(
+                "UPDATE games SET version = %s, over = %s, audit_seq = %s, audit_head = %s"
+                " WHERE game_id = %s AND version = %s"
+                " RETURNING (SELECT COALESCE(MAX(seq), 0) FROM log WHERE game_id = %s)",
+                (new_version, commit.over, audit.seq, audit.hash, game_id, current, game_id),
+            )
+            ended = await cursor.fetchone()
+            if cursor.rowcount != 1 or ended is None:
+                raise VersionConflict(current)
+            log_params = _insert_log_params(game_id, ended[0] + 1, rows)
+            try:
+                async with conn.pipeline():  # the rest in one round trip
+                    await cursor.executemany(_INSERT_LOG, log_params)
+                    await conn.execute(
+                        "INSERT INTO requests (game_id, request_id, response) VALUES (%s, %s, %s)",
+                        (game_id, commit.request_id, response),
+                    )
+                    await conn.execute(_INSERT_AUDIT, _audit_params(game_id, draft, audit))
+                    await conn.execute("SELECT pg_notify(%s, %s)", (self.channel, notice))
+            except psycopg.errors.UniqueViolation as exc:
+                raise VersionConflict(current) from exc
+            return audit
+
+        return await self._write(game_id, work)
+
+    async def record_refusal(self, game_id: str, audit: AuditRow) -> AuditRow:
+        draft = _AuditDraft.of(audit)
+
+        async def work(conn: Connection) -> AuditRow:
+            cursor = await conn.execute(
+                "SELECT audit_seq, audit_head FROM games WHERE game_id = %s FOR UPDATE",
+                (game_id,),
+            )
+            head = await cursor.fetchone()
+            if head is None:
+                raise UnknownGame(game_id)
+            audit_seq, audit_head = head
+            row = draft.chained(audit_seq + 1, audit_head)
+            cursor = await conn.execute(
+                "UPDATE games SET audit_seq = %s, audit_head = %s"
+                " WHERE game_id = %s AND audit_seq = %s",
+                (row.seq, row.hash, game_id, audit_seq),
+            )
+            if cursor.rowcount != 1:
+                raise StoreError(f"the audit log of {game_id} moved inside a transaction")
+            await conn.execute(_INSERT_AUDIT, _audit_params(game_id, draft, row))
+            return row
+
+        return await self._write(game_id, work)
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def get_game(self, game_id: str) -> GameRecord:
+        async def query(conn: Connection) -> GameRecord:
+            cursor = await conn.execute(
+                f"SELECT {_GAME_COLUMNS} FROM games WHERE game_id = %s",
+                (game_id,),
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                raise UnknownGame(game_id)
+            return _game_record(row)
+
+        return await self._read(query)
+
+    async def load_log(self, game_id: str, after_seq: int = 0) -> list[LogRow]:
+        async def query(conn: Connection) -> list[LogRow]:
+            cursor = await conn.execute(
+                "SELECT seq, version, kind, seat, payload, events FROM log"
+                " WHERE game_id = %s AND seq > %s ORDER BY seq",
+                (game_id, after_seq),
+            )
+            rows = await cursor.fetchall()
+            if not rows and not await _game_exists(conn, game_id):
+                raise UnknownGame(game_id)
+            return [_log_row(row) for row in rows]
+
+        return await self._read(query)
+
+    async def stored_response(self, game_id: str, request_id: str) -> bytes | None:
+        async def query(conn: Connection) -> bytes | None:
+            cursor = await conn.execute(
+                "SELECT response FROM requests WHERE game_id = %s AND request_id = %s",
+                (game_id, request_id),
+            )
+            row = await cursor.fetchone()
+            return bytes(row[0]) if row is not None else None
+
+        return await self._read(query)
+
+    async def audit_log(
+        self, game_id: str, after_seq: int = 0, limit: int = 1000
+    ) -> list[AuditRow]:
+        async def query(conn: Connection) -> list[AuditRow]:
+            cursor = await conn.execute(
+                f"SELECT {_AUDIT_COLUMNS} FROM audit"
+                " WHERE game_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+                (game_id, after_seq, max(limit, 0)),
+            )
+            rows = await cursor.fetchall()
+            if not rows and not await _game_exists(conn, game_id):
+                raise UnknownGame(game_id)
+            return [_audit_row(row) for row in rows]
+
+        return await self._read(query)
+
+    async def verify_audit_log(self, game_id: str) -> AuditVerification:
+        async def query(conn: Connection) -> AuditVerification:
+            async with conn.transaction():  # one snapshot for the head and the rows
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                cursor = await conn.execute(
+                    "SELECT audit_seq, audit_head FROM games WHERE game_id = %s", (game_id,)
+                )
+                head = await cursor.fetchone()
+                if head is None:
+                    raise UnknownGame(game_id)
+                cursor = await conn.execute(
+                    f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = %s ORDER BY seq",
+                    (game_id,),
+                )
+                rows = await cursor.fetchall()
+            return _verify_chain(map(_audit_row, rows), head[0], head[1])
+
+        return await self._read(query)
+
+    async def list_games(self, active_only: bool = False) -> list[str]:
+        where = " WHERE NOT over" if active_only else ""
+
+        async def query(conn: Connection) -> list[str]:
+            cursor = await conn.execute(f"SELECT game_id FROM games{where} ORDER BY game_id")
+            return [gid for (gid,) in await cursor.fetchall()]
+
+        return await self._read(query)
+
+    async def count_active_games(self) -> int:
+        async def query(conn: Connection) -> int:
+            cursor = await conn.execute("SELECT COUNT(*) FROM games WHERE NOT over")
+            row = await cursor.fetchone()
+            return int(row[0]) if row is not None else 0
+
+        return await self._read(query)
+
+    # -- change notifications --------------------------------------------------------------
+
+    async def changes(self) -> AsyncIterator[str]:
+        """Ids of games other stores commit, as PostgreSQL announces them (see the module
+        docstring). Reconnects after a failure; ends within a poll interval of ``close()``."""
+        self._open_pool()
+        delay = 0.25
+        while not self._closed:
+            try:
+                conn = await self._connect()
+            except psycopg.Error as exc:
+                log.warning("cannot connect to listen for changes: %s", _one_line(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+                continue
+            try:
+                await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                self.listener_pid = conn.info.backend_pid
+                delay = 0.25
+                # What was announced while nobody listened is lost; the log is not.
+                for game_id in await self.list_games(active_only=True):
+                    yield game_id
+                idle = 0.0
+                while not self._closed:
+                    heard = False
+                    async with contextlib.aclosing(
+                        conn.notifies(timeout=LISTEN_POLL_SECONDS)
+                    ) as notifies:
+                        async for notify in notifies:
+                            heard = True
+                            origin, _, game_id = notify.payload.partition(":")
+                            if origin != self._origin and game_id:
+                                yield game_id
+                    idle = 0.0 if heard else idle + LISTEN_POLL_SECONDS
+                    if idle >= LISTEN_KEEPALIVE_SECONDS:
+                        await conn.execute("SELECT 1")  # a dead connection raises here
+                        idle = 0.0
+            except (psycopg.Error, StoreError) as exc:
+                if self._closed:
+                    break
+                log.warning("listening for changes failed, reconnecting: %s", _one_line(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_SECONDS)
+            finally:
+                self.listener_pid = 0
+                await conn.close()
