@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install proto test lint typecheck bench golden run clean buf-lint
+.PHONY: install proto test lint bench golden run clean buf-lint
 
 PROTO_SRC := protos/pinochle/referee/v1/referee.proto
 PROTO_OUT := protos/pinochle/referee/v1/referee_pb2.py
@@ -25,19 +25,22 @@ proto: $(PROTO_OUT)
 
 install: $(STAMP) $(PROTO_OUT)
 
+# pytest runs last so the run closes with its summary line.
 test: install
-	$(BIN)/ruff check referee tests bench
+	$(BIN)/ruff check referee tests bench clients/python
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(MAKE) buf-lint
 	$(MAKE) node-test
+	$(BIN)/pytest
 
 lint: install buf-lint
-	$(BIN)/ruff check referee tests bench
-	$(BIN)/ruff format --check referee tests bench
+	$(BIN)/ruff check referee tests bench clients/python
+	$(BIN)/ruff format --check referee tests bench clients/python
 	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python -m bench.engine
+	$(BIN)/python -m bench.service
 
 golden: install
 	$(BIN)/python -m tests.golden_gen
