@@ -33,7 +33,7 @@ from referee.engine.game import (
 )
 from referee.engine.state import GameState
 from referee.engine.views import view
-from referee.rules.dealing import deal_commitment
+from referee.rules.dealing import Deal, deal_commitment
 from referee.rules.options import OptionError, RuleSet, resolve_options
 from referee.service import metrics
 from referee.service.auth import (
@@ -239,20 +239,26 @@ class GameManager:
                     await self._catch_up(live)
             return live
         lock = self._loading.setdefault(game_id, asyncio.Lock())
-        async with lock:
-            live = self.games.get(game_id)
-            if live is not None:
+        try:
+            async with lock:
+                live = self.games.get(game_id)
+                if live is not None:
+                    return live
+                try:
+                    record = await self.store.get_game(game_id)
+                except UnknownGame:
+                    raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no game {game_id!r}") from None
+                rules = resolve_options(record.variant, dict(record.options), for_game=True)
+                state = new_game(rules, record.first_dealer)
+                live = LiveGame(record, rules, state, 0, _deal_source(record.deal_source))
+                await self._catch_up(live)
+                self.games[game_id] = live
                 return live
-            try:
-                record = await self.store.get_game(game_id)
-            except UnknownGame:
-                raise ServiceError(grpc.StatusCode.NOT_FOUND, f"no game {game_id!r}") from None
-            rules = resolve_options(record.variant, dict(record.options), for_game=True)
-            state = new_game(rules, record.first_dealer)
-            live = LiveGame(record, rules, state, 0, _deal_source(record.deal_source))
-            await self._catch_up(live)
-            self.games[game_id] = live
-            return live
+        finally:
+            # Issue 4 (limits): requests naming unknown games, from anyone, must not grow this
+            # map without bound. Waiters still holding the lock find the game in self.games.
+            if self._loading.get(game_id) is lock:
+                del self._loading[game_id]
 
     async def _catch_up(self, live: LiveGame) -> None:
         """Fold log rows this replica has not seen yet (restart, or another replica's writes)."""
@@ -590,17 +596,32 @@ class GameManager:
 
     async def export_record(self, live: LiveGame) -> dict[str, object]:
         log: list[LogEntry] = []
+        log_deals: list[Deal] = []
         for row in await self.store.load_log(live.record.game_id):
             if row.kind == "deal":
-                log.append(LogEntry(None, deal=parse_deal(row.payload["deal"], "deal")))
+                log_deals.append(parse_deal(row.payload["deal"], "deal"))
+                log.append(LogEntry(None, deal=log_deals[-1]))
             else:
                 log.append(LogEntry(row.seat, action=decode_action(row.payload)))
-        return export_record(
+        record = export_record(
             live.rules,
             live.record.first_dealer,
             log,
             list(live.record.players) if live.record.players else None,
         )
+        # Issue 4: the export reveals each deal's salt with its commitment, so anyone can check
+        # the deal was fixed when it was dealt. pinochle-record/1 keeps "x-" keys and ignores
+        # them in audits, so the record stays valid.
+        hands = record["hands"]
+        assert isinstance(hands, list)
+        for number, hand in enumerate(hands):
+            salt = live.salts.get(number)
+            if salt and isinstance(hand, dict):
+                deal = log_deals[number] if number < len(log_deals) else None
+                hand["x-deal-salt"] = salt
+                if deal is not None:
+                    hand["x-deal-commitment"] = deal_commitment(deal, bytes.fromhex(salt))
+        return record
 
     async def audit_log(
         self, game_id: str, token: str | None, after_seq: int, limit: int

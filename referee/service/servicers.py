@@ -188,7 +188,16 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
                 _game_id(request.game_id), _token(context), request.after_seq, limit
             )
             full = caller.role == ADJUDICATOR
-            return pb.GetAuditLogResponse(entries=[_audit_entry(row, full) for row in rows])
+            return pb.GetAuditLogResponse(
+                entries=[
+                    _audit_entry(
+                        row,
+                        full,
+                        own=caller.role == SEAT and row.role == SEAT and row.seat == caller.seat,
+                    )
+                    for row in rows
+                ]
+            )
 
         return await _guard(context, work())
 
@@ -269,10 +278,14 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         return pb.ListVariantsResponse(variants=variants)
 
 
-def _audit_entry(row: AuditRow, full: bool) -> pb.AuditEntry:
+def _audit_entry(row: AuditRow, full: bool, own: bool = False) -> pb.AuditEntry:
+    """One audit row as the caller may see it: the adjudicator all of it; a seat its own
+    requests in full and everyone else's public part. Another seat's refusal code is withheld:
+    MUST_FOLLOW_SUIT or MUST_TRUMP on someone else's play would tell what that seat holds."""
     stamp = timestamp_pb2.Timestamp()
     stamp.FromNanoseconds(int(row.time * 1e9))
-    action = row.action if full else row.public_action
+    action = row.action if full or own else row.public_action
+    code = row.code if full or own else ""
     return pb.AuditEntry(
         seq=row.seq,
         time=stamp,
@@ -283,11 +296,15 @@ def _audit_entry(row: AuditRow, full: bool) -> pb.AuditEntry:
         outcome=pb.AUDIT_OUTCOME_ACCEPTED
         if row.outcome == "accepted"
         else pb.AUDIT_OUTCOME_REFUSED,
-        code=row.code,
+        code=code,
         request_id=row.request_id,
         version=row.version,
-        previous_hash=row.previous_hash,
-        hash=row.hash,
+        # Issue 4, "seats see the public part": a hash covers the whole request (the cards of a
+        # hidden pass, discard or refused play) and every other field it covers is shown, so a
+        # seat could brute-force the hidden cards from it. Only the adjudicator gets the chain;
+        # anyone may check it with VerifyAuditLog.
+        previous_hash=row.previous_hash if full else "",
+        hash=row.hash if full else "",
     )
 
 

@@ -1,0 +1,1176 @@
+"""Every RPC of the referee and its error paths, through a real in-process ``grpc.aio`` server on
+port 0 (issue 4, "Tests"). Authorization across roles and the concealed-card property are in
+``test_service_security.py``; the crash test is in ``test_service_crash.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import grpc
+import pytest
+import pytest_asyncio
+from google.protobuf import struct_pb2
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from pinochle_client import RefereeError
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee import cli
+from referee.audit import audit_record, parse_deal
+from referee.engine.game import SeededDeals
+from referee.rules.dealing import deal_commitment
+from referee.rules.options import VARIANT_IDS, option_schema, resolve_options, variant_defaults
+from referee.service import games as games_module
+from referee.service.convert import dict_to_struct
+from referee.service.server import Settings, start_server
+from tests.service_helpers import (
+    ADJUDICATOR_TOKEN,
+    CLIENT_MISTAKE_CODES,
+    SHORT_GAME,
+    Served,
+    Table,
+    bearer,
+    health_stub,
+    new_table,
+    pick,
+    plain,
+    play,
+    quiet_logs,
+    raw_action,
+    refused,
+    serving,
+    stream_refused,
+    text_of,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+VECTORS = Path(__file__).parent / "vectors"
+
+
+@pytest_asyncio.fixture
+async def srv(tmp_path: Path) -> AsyncIterator[Served]:
+    async with serving(tmp_path) as served:
+        yield served
+
+
+async def watch_all(table: Table, seat: int | None = None, from_version: int = 0) -> list[Any]:
+    """A finished game's stream for a seat (or the adjudicator) as plain items."""
+    session = table.adj if seat is None else table.seats[seat]
+    return [item async for item in session.watch(from_version)]
+
+
+def seeded_deal_json(variant: str, seed: str, dealer: int, hand: int, options: Any = None) -> Any:
+    rules = resolve_options(variant, options, for_game=True)
+    return SeededDeals(seed).next_deal(rules, dealer, hand).to_json()
+
+
+# ----------------------------------------------------------------------------------------------
+# CreateGame
+
+
+async def test_create_game_with_a_server_shuffle(srv: Served) -> None:
+    created = []
+    for variant in VARIANT_IDS:
+        game = await srv.client.create_game(variant)  # ServerShuffle set explicitly
+        players = resolve_options(variant).players
+        assert len(game.seat_tokens) == players and game.version == 0
+        tokens = [*game.seat_tokens, game.spectator_token, game.adjudicator_token]
+        assert len(set(tokens)) == len(tokens)
+        assert all(len(t) >= 43 for t in tokens)  # 256 bits, url-safe base64
+        created.append(game)
+    # No deal mode at all is the server shuffle too.
+    response = await srv.referee.CreateGame(pb.CreateGameRequest(variant="partnership"))
+    assert len(response.seat_tokens) == 4
+    adj = srv.client.session(response.game_id, response.adjudicator_token)
+    other = srv.client.session(created[2].game_id, created[2].adjudicator_token)
+    assert (await adj.view())["hand"]["deal"] != (await other.view())["hand"]["deal"]
+    # Tokens are stored only as hashes: no token is anywhere in the database files.
+    blob = b"".join(p.read_bytes() for p in srv.db.parent.glob(srv.db.name + "*"))
+    for game in created:
+        for token in (*game.seat_tokens, game.spectator_token, game.adjudicator_token):
+            assert token.encode() not in blob
+
+
+async def test_create_game_from_a_seed(srv: Served) -> None:
+    for variant in VARIANT_IDS:
+        a = await new_table(srv.client, variant, seed="seed-x", first_dealer=1)
+        b = await new_table(srv.client, variant, seed="seed-x", first_dealer=1)
+        deal_a = (await a.adj.view())["hand"]["deal"]
+        assert deal_a == (await b.adj.view())["hand"]["deal"]
+        assert deal_a == seeded_deal_json(variant, "seed-x", 1, 0), variant
+        assert (await a.adj.view())["hand"]["dealer"] == 1
+    error = await refused(srv.client.create_game("partnership", seed=""))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["seed"]
+
+
+async def test_create_game_with_given_deals(srv: Served) -> None:
+    options = SHORT_GAME["partnership"] | {"target": 5000}
+    deals = [seeded_deal_json("partnership", "given", (2 + i) % 4, i) for i in range(2)]
+    # The server's adjudicator credential is required.
+    error = await refused(srv.client.create_game("partnership", options, given_deals=deals))
+    assert error.code == grpc.StatusCode.UNAUTHENTICATED
+    error = await refused(
+        srv.client.create_game(
+            "partnership", options, given_deals=deals, adjudicator_token="not-the-credential"
+        )
+    )
+    assert error.code == grpc.StatusCode.PERMISSION_DENIED
+    table = await new_table(
+        srv.client,
+        "partnership",
+        options,
+        given_deals=deals,
+        first_dealer=2,
+        adjudicator_token=ADJUDICATOR_TOKEN,
+    )
+    assert (await table.adj.view())["hand"]["deal"] == deals[0]
+    await play(table, random.Random(1), hands=1)
+    view = await table.adj.view()
+    assert view["hands_completed"] == 1 and view["hand"]["deal"] == deals[1]
+    await play(table, random.Random(2), hands=1)
+    third = (await table.adj.view())["hand"]
+    assert third["number"] == 2 and third["dealer"] == 0  # shuffled by the server now
+    assert sorted(c for h in third["deal"]["hands"] for c in h) == sorted(
+        c for h in deals[0]["hands"] for c in h
+    )
+    # Bad deals are refused with the deal named.
+    bad = json.loads(json.dumps(deals[0]))
+    bad["hands"][0][0], bad["hands"][1][0] = "ZZ", bad["hands"][1][0]
+    short = json.loads(json.dumps(deals[0]))
+    short["hands"][0] = short["hands"][0][:-1]
+    for given, field in (
+        ([bad], "given_deals.deals[0]"),
+        ([deals[0], short], "given_deals.deals[1]"),
+    ):
+        error = await refused(
+            srv.client.create_game(
+                "partnership",
+                given_deals=given,
+                first_dealer=2,
+                adjudicator_token=ADJUDICATOR_TOKEN,
+            )
+        )
+        assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == [field]
+    error = await refused(
+        srv.client.create_game("partnership", given_deals=[], adjudicator_token=ADJUDICATOR_TOKEN)
+    )
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize(
+    ("variant", "options", "kwargs", "field", "named"),
+    [
+        ("", None, {}, "variant", "variant"),
+        ("bogus", None, {}, "variant", "bogus"),
+        ("partnership", {"no_such_option": 1}, {}, "options.no_such_option", "no_such_option"),
+        ("partnership", {"target": "high"}, {}, "options.target", "target"),
+        ("partnership", {"target": 1.5}, {}, "options.target", "target"),
+        ("partnership", {"deck": 80}, {}, "options.deck", "deck"),
+        (
+            "double-deck",
+            {"exchange_mode": "kitty", "exchange_count": 3},
+            {},
+            "options.exchange_count",
+            "exchange_count",
+        ),
+        ("partnership", {"nines_redeal": True}, {}, "options.nines_redeal", "nines_redeal"),
+        ("cutthroat", {"exchange_mode": "partner"}, {}, "options.exchange_mode", "exchange_mode"),
+        ("partnership", None, {"first_dealer": 4}, "first_dealer", "first_dealer"),
+        ("two-handed", None, {"first_dealer": -1}, "first_dealer", "first_dealer"),
+        ("partnership", None, {"players": ["a", "b"]}, "player_names", "player_names"),
+    ],
+)
+async def test_create_game_refuses_bad_options(
+    srv: Served, variant: str, options: Any, kwargs: dict[str, Any], field: str, named: str
+) -> None:
+    error = await refused(srv.client.create_game(variant, options, **kwargs))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.fields == [field]
+    assert named in error.message
+
+
+async def test_create_game_is_capped(tmp_path: Path) -> None:
+    async with serving(tmp_path, max_games=2) as srv:
+        first = await new_table(srv.client, "partnership-no-bid", SHORT_GAME["partnership-no-bid"])
+        await new_table(srv.client, "two-handed")
+        error = await refused(srv.client.create_game("cutthroat"))
+        assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "2" in error.message
+        # A finished game frees its place.
+        await play(first, random.Random(0))
+        await new_table(srv.client, "cutthroat")
+
+
+async def test_request_size_is_limited(tmp_path: Path) -> None:
+    async with serving(tmp_path, max_message_bytes=4096) as srv:
+        table = await new_table(srv.client, "partnership", seed="big")
+        request = pb.SubmitActionRequest(
+            game_id=table.game_id,
+            action=raw_action({"type": "pass_cards", "cards": ["AS"] * 2000}),
+        )
+        error = await refused(
+            srv.referee.SubmitAction(request, metadata=bearer(table.seat_tokens[1]))
+        )
+        assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert (await table.seats[1].submit({"type": "pass"}))["version"] == 1
+
+
+async def test_unknown_games_leave_nothing_behind(srv: Served) -> None:
+    """Anyone may name a game id: a lookup that finds nothing must not keep state."""
+    rng = random.Random(1)
+    calls = [
+        refused(
+            srv.referee.GetGame(
+                pb.GetGameRequest(game_id=f"{rng.getrandbits(96):024x}"), metadata=bearer("x")
+            )
+        )
+        for _ in range(200)
+    ]
+    errors = await asyncio.gather(*calls)
+    assert {e.code for e in errors} == {grpc.StatusCode.NOT_FOUND}
+    manager = srv.running.games
+    assert manager.games == {} and manager._loading == {}
+    table = await new_table(srv.client, "partnership", seed="after")
+    assert (await table.seats[1].view())["role"] == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# GetGame and SubmitAction
+
+
+async def test_get_game_for_each_role(srv: Served) -> None:
+    names = ["ann", "bob", "cy", "di"]
+    table = await new_table(srv.client, "partnership", seed="roles", players=names)
+    adj = await table.adj.view()
+    hands = adj["hand"]["hands"]
+    for seat in range(4):
+        response = await srv.referee.GetGame(
+            pb.GetGameRequest(game_id=table.game_id), metadata=bearer(table.seat_tokens[seat])
+        )
+        assert (response.role, response.seat, response.version) == (pb.ROLE_SEAT, seat, 0)
+        view = plain(response.view)
+        assert view["hand"]["cards"] == hands[seat]
+        assert view["players"] == names and view["game_id"] == table.game_id
+        assert not {"hands", "deal", "discards", "kitty"} & set(view["hand"])
+    spectator = await table.spec.view()
+    assert spectator["role"] == "spectator" and "cards" not in spectator["hand"]
+    assert adj["role"] == "adjudicator" and adj["hand"]["deal"]["hands"] == hands
+    error = await refused(
+        srv.referee.GetGame(pb.GetGameRequest(game_id="0" * 24), metadata=bearer("x"))
+    )
+    assert error.code == grpc.StatusCode.NOT_FOUND
+    error = await refused(srv.referee.GetGame(pb.GetGameRequest(), metadata=bearer("x")))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["game_id"]
+
+
+async def test_submit_action_answers_version_view_and_events(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="submit", players=["a", "b", "c", "d"])
+    stream = table.seats[1].watch(0)
+    result = await table.seats[1].submit({"type": "bid", "amount": 250}, expected_version=0)
+    assert result["version"] == 1
+    assert result["view"] == await table.seats[1].view()  # the caller's new view
+    assert result["view"]["hand"]["auction"] == [{"seat": 1, "type": "bid", "amount": 250}]
+    kinds = [e["kind"] for e in result["events"]]
+    assert kinds == ["call"] and result["events"][0]["amount"] == 250
+    # The same events reach the seat's stream.
+    streamed = []
+    async for item in stream:
+        streamed.append(item["event"])
+        if item["event"]["version"] == 1:
+            break
+    assert [e["kind"] for e in streamed if e["version"] == 1] == kinds
+
+
+async def test_illegal_actions_are_failed_precondition_with_the_a5_code(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="illegal")
+    seats = table.seats
+
+    async def expect(seat: int, action: dict[str, Any], code: str, version: int) -> None:
+        error = await refused(seats[seat].submit(action, expected_version=version))
+        assert (error.code, error.reason, error.version) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            code,
+            version,
+        ), error
+        assert f"seat {seat}" in error.message
+        assert (await table.adj.view())["version"] == version  # nothing changed
+
+    await expect(2, {"type": "pass"}, "NOT_YOUR_TURN", 0)
+    await expect(1, {"type": "play", "card": "AS"}, "WRONG_PHASE", 0)
+    await expect(1, {"type": "bid", "amount": 200}, "BID_TOO_LOW", 0)
+    await expect(1, {"type": "bid", "amount": 255}, "BID_BAD_RAISE", 0)
+    for seat in (1, 2, 3):
+        await seats[seat].submit({"type": "pass"}, expected_version=seat - 1)
+    await expect(0, {"type": "pass"}, "DEALER_MUST_BID", 3)
+    await expect(0, {"type": "bid_or_redeal"}, "BID_OR_REDEAL_NOT_ALLOWED", 3)
+    # After the game: GAME_OVER.
+    short = await new_table(srv.client, "partnership-no-bid", SHORT_GAME["partnership-no-bid"])
+    await play(short, random.Random(4))
+    over = await short.seats[0].view()
+    assert over["over"]
+    error = await refused(short.seats[0].submit({"type": "play", "card": "AS"}))
+    assert (error.code, error.reason, error.version) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "GAME_OVER",
+        over["version"],
+    )
+
+
+async def test_malformed_actions_are_invalid_argument(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="malformed")
+    stub = srv.referee
+    md = bearer(table.seat_tokens[1])
+
+    async def submit(action: pb.Action, **extra: Any) -> RefereeError:
+        request = pb.SubmitActionRequest(
+            game_id=table.game_id, action=action, expected_version=0, **extra
+        )
+        return await refused(stub.SubmitAction(request, metadata=md))
+
+    for action, field in (
+        ({"type": "play", "card": "ZZ"}, "action.card"),
+        ({"type": "declare_trump", "suit": "X"}, "action.suit"),
+        ({"type": "pass_cards", "cards": ["AS", "1S"]}, "action.cards[1]"),
+    ):
+        error = await submit(raw_action(action))
+        assert (error.code, error.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_ACTION")
+        assert error.fields == [field] and error.version == 0, error
+    error = await submit(pb.Action())  # no action at all
+    assert (error.code, error.reason, error.fields) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "MALFORMED_ACTION",
+        ["action"],
+    )
+    error = await submit(raw_action({"type": "pass"}), request_id="x" * 129)
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["request_id"]
+    error = await refused(
+        stub.SubmitAction(pb.SubmitActionRequest(action=raw_action({"type": "pass"})), metadata=md)
+    )
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["game_id"]
+    assert (await table.adj.view())["version"] == 0
+
+
+async def test_stale_expected_version_is_aborted_with_the_current_version(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="stale")
+    await table.seats[1].submit({"type": "pass"}, expected_version=0)
+    await table.seats[2].submit({"type": "pass"}, expected_version=1)
+    for stale in (0, 1, 7, -1):
+        error = await refused(table.seats[3].submit({"type": "pass"}, expected_version=stale))
+        assert (error.code, error.reason, error.version) == (
+            grpc.StatusCode.ABORTED,
+            "STALE_VERSION",
+            2,
+        )
+    assert (await table.seats[3].submit({"type": "pass"}, expected_version=2))["version"] == 3
+
+
+async def test_who_may_submit(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="who")
+    stub = srv.referee
+    request = pb.SubmitActionRequest(
+        game_id=table.game_id, action=raw_action({"type": "pass"}), expected_version=0
+    )
+    unknown = pb.SubmitActionRequest(
+        game_id="f" * 24, action=raw_action({"type": "pass"}), expected_version=0
+    )
+    error = await refused(stub.SubmitAction(unknown, metadata=bearer(table.seat_tokens[1])))
+    assert error.code == grpc.StatusCode.NOT_FOUND
+    for token, code in (
+        (None, grpc.StatusCode.UNAUTHENTICATED),
+        ("wrong", grpc.StatusCode.UNAUTHENTICATED),
+        (table.spectator_token, grpc.StatusCode.PERMISSION_DENIED),
+        (table.adjudicator_token, grpc.StatusCode.PERMISSION_DENIED),
+        (ADJUDICATOR_TOKEN, grpc.StatusCode.PERMISSION_DENIED),
+    ):
+        error = await refused(stub.SubmitAction(request, metadata=bearer(token)))
+        assert error.code == code, token
+    assert (await stub.SubmitAction(request, metadata=bearer(table.seat_tokens[1]))).version == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# ListLegalActions
+
+
+async def test_list_legal_actions(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="legal")
+    assert await table.seats[1].legal_actions() == [
+        {"type": "bid", "min": 250, "step": 10, "max": 260},
+        {"type": "pass"},
+        {"type": "pass", "help": True},
+    ]
+    assert table.seats[1].version == 0
+    for seat in (0, 2, 3):
+        assert await table.seats[seat].legal_actions() == []
+    for token in (table.spectator_token, table.adjudicator_token):
+        error = await refused(
+            srv.referee.ListLegalActions(
+                pb.ListLegalActionsRequest(game_id=table.game_id), metadata=bearer(token)
+            )
+        )
+        assert error.code == grpc.StatusCode.PERMISSION_DENIED
+    # In play, the seat to act gets concrete plays, each of which is accepted.
+    rng = random.Random(9)
+    while (await table.adj.view())["hand"]["phase"] != "play":
+        step_seat = (await table.adj.view())["hand"]["turn"]
+        entries = await table.seats[step_seat].legal_actions()
+        await table.seats[step_seat].submit(pick(entries, rng))
+    turn = (await table.adj.view())["hand"]["turn"]
+    entries = await table.seats[turn].legal_actions()
+    hand = (await table.seats[turn].view())["hand"]["cards"]
+    plays = [e for e in entries if e["type"] == "play"]
+    assert plays and all(e["card"] in hand for e in plays)
+    assert [e for e in entries if e["type"] != "play"] in ([], [{"type": "concede"}])
+    result = await table.seats[turn].submit(plays[-1])
+    assert result["view"]["hand"]["trick"]["cards"] == [plays[-1]["card"]]
+
+
+# ----------------------------------------------------------------------------------------------
+# WatchGame
+
+
+async def test_watch_game_streams_a_seats_events_and_ends_at_game_over(srv: Served) -> None:
+    table = await new_table(srv.client, "two-handed", SHORT_GAME["two-handed"], seed="watch")
+    streams = [asyncio.create_task(watch_all(table, seat)) for seat in range(2)]
+    await asyncio.sleep(0.05)
+    await play(table, random.Random(2))
+    full = await watch_all(table)  # the adjudicator's stream of the finished game
+    for seat, task in enumerate(streams):
+        items = await asyncio.wait_for(task, 10)  # ended by itself at game over
+        events = [item["event"] for item in items]
+        seqs = [e["seq"] for e in events]
+        assert seqs == sorted(set(seqs))
+        assert [e["version"] for e in events] == sorted(e["version"] for e in events)
+        assert {e["audience"] for e in events} == {"everyone", str(seat)}
+        private = [e for e in events if e["audience"] == str(seat)]
+        assert {e["kind"] for e in private} >= {"cards_dealt", "card_drawn"}
+        # Another seat's private events never reach it; every public one does.
+        everyone = [i["event"] for i in full if i["event"]["audience"] == "everyone"]
+        assert [e for e in events if e["audience"] == "everyone"] == everyone
+        assert events[0]["kind"] == "hand_started" and events[0]["version"] == 0
+        assert any(e["kind"] == "game_over" for e in events)
+    adjudicator_kinds = {i["event"]["kind"] for i in full}
+    assert {"deal", "cards_dealt"} <= adjudicator_kinds
+
+
+async def test_watch_game_resumes_from_a_version(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", SHORT_GAME["partnership"], seed="resume")
+    await play(table, random.Random(3), hands=1)
+    everything = await _first_items(table, 2, 0, until_version=None)
+    last = everything[-1]["event"]["version"]
+    for version in (1, 5, last - 1):
+        tail = await _first_items(table, 2, version, until_version=None)
+        assert [i["event"] for i in tail] == [
+            i["event"] for i in everything if i["event"]["version"] > version
+        ]
+    # A stream that is cut (client gone) and resumed from the last version it saw whole loses
+    # nothing.
+    first = await _first_items(table, 2, 0, until_version=10)
+    seen = max(i["event"]["version"] for i in first) - 1
+    rest = await _first_items(table, 2, seen, until_version=None)
+    merged = {i["event"]["seq"]: i["event"] for i in [*first, *rest]}
+    assert list(merged.values()) == [i["event"] for i in everything]
+
+
+async def _first_items(
+    table: Table, seat: int, from_version: int, until_version: int | None
+) -> list[dict[str, Any]]:
+    """Items of a live stream up to the game's current version (or ``until_version``); the
+    stream is then abandoned, as a client that disconnects would."""
+    target = until_version if until_version is not None else (await table.adj.view())["version"]
+    items: list[dict[str, Any]] = []
+    stream: Any = table.seats[seat].watch(from_version)
+    if target <= from_version:
+        return items
+    async for item in stream:
+        items.append(item)
+        if item["event"]["version"] >= target:
+            break
+    # Take the rest of the events of the last version (they come together).
+    try:
+        while True:
+            item = await asyncio.wait_for(anext(stream), 0.2)
+            if item["event"]["version"] > target:
+                break
+            items.append(item)
+    except (TimeoutError, StopAsyncIteration):
+        pass
+    await stream.aclose()
+    return items
+
+
+async def test_watch_game_sends_a_snapshot_when_the_version_is_too_old(
+    srv: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(games_module, "RECENT_EVENTS", 6)
+    table = await new_table(srv.client, "partnership", seed="snap")
+    rng = random.Random(5)
+    for _ in range(8):
+        seat = (await table.adj.view())["hand"]["turn"]
+        await table.seats[seat].submit(pick(await table.seats[seat].legal_actions(), rng))
+    version = (await table.adj.view())["version"]
+    stream: Any = table.seats[0].watch(0)
+    first = await anext(stream)
+    assert first["snapshot"]["version"] == version
+    assert first["snapshot"]["view"] == await table.seats[0].view()
+    seat = (await table.adj.view())["hand"]["turn"]
+    await table.seats[seat].submit(pick(await table.seats[seat].legal_actions(), rng))
+    following = await asyncio.wait_for(anext(stream), 5)
+    assert following["event"]["version"] == version + 1
+    await stream.aclose()
+
+
+async def test_watch_game_errors(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="watch-errors")
+    error = await stream_refused(
+        srv.referee.WatchGame(pb.WatchGameRequest(game_id="0" * 24), metadata=bearer("x"))
+    )
+    assert error.code == grpc.StatusCode.NOT_FOUND
+    error = await stream_refused(srv.referee.WatchGame(pb.WatchGameRequest(), metadata=bearer("x")))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    error = await stream_refused(
+        srv.referee.WatchGame(pb.WatchGameRequest(game_id=table.game_id), metadata=bearer("x"))
+    )
+    assert error.code == grpc.StatusCode.UNAUTHENTICATED
+
+
+# ----------------------------------------------------------------------------------------------
+# The audit log
+
+
+async def test_audit_log_shows_seats_the_public_part_and_logs_refusals(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="audit")
+    rng = random.Random(11)
+    # Refusals of several kinds.
+    await refused(table.seats[2].submit({"type": "pass"}, expected_version=0))  # NOT_YOUR_TURN
+    await refused(table.seats[1].submit({"type": "pass"}, expected_version=5))  # stale
+    await refused(table.seats[1].submit({"type": "play", "card": "ZZ"}, expected_version=0))
+    spectator = srv.client.seat(table.game_id, table.spectator_token)
+    await refused(spectator.submit({"type": "pass"}, expected_version=0))  # PERMISSION_DENIED
+    intruder = srv.client.seat(table.game_id, "not-a-token")
+    await refused(intruder.submit({"type": "bid", "amount": 250}, expected_version=0))
+    # Play until the partner has passed cards to the declarer.
+    while True:
+        hand = (await table.adj.view())["hand"]
+        if hand["phase"] not in ("auction", "trump", "partner_pass"):
+            break
+        turn = hand["turn"]
+        await table.seats[turn].submit(pick(await table.seats[turn].legal_actions(), rng))
+    full = await table.adj.audit_log()
+    assert [e["seq"] for e in full] == [str(i) for i in range(1, len(full) + 1)]
+    previous = "0" * 64
+    for entry in full:
+        assert entry["previous_hash"] == previous and len(entry["hash"]) == 64
+        previous = entry["hash"]
+    codes = [(e["outcome"], e.get("code", "")) for e in full[:5]]
+    assert codes == [
+        ("AUDIT_OUTCOME_REFUSED", "NOT_YOUR_TURN"),
+        ("AUDIT_OUTCOME_REFUSED", "ABORTED"),
+        ("AUDIT_OUTCOME_REFUSED", "MALFORMED_ACTION"),
+        ("AUDIT_OUTCOME_REFUSED", "PERMISSION_DENIED"),
+        ("AUDIT_OUTCOME_REFUSED", "UNAUTHENTICATED"),
+    ]
+    assert full[3]["role"] == "ROLE_SPECTATOR"
+    assert all(e["outcome"] == "AUDIT_OUTCOME_ACCEPTED" for e in full[5:])
+    passed = next(e for e in full if e["action"]["type"] == "pass_cards")
+    assert len(passed["action"]["cards"]) == 4
+    assert full[2]["action"] == {"type": "play", "card": "ZZ"}
+    for seat in range(4):
+        seen = await table.seats[seat].audit_log()
+        assert [e["seq"] for e in seen] == [e["seq"] for e in full]
+        # The hash chain covers hidden parts: only the adjudicator gets it.
+        assert not any("hash" in e or "previous_hash" in e for e in seen)
+        for mine, theirs in zip(seen, full, strict=True):
+            own = theirs.get("role") == "ROLE_SEAT" and theirs.get("seat", 0) == seat
+            if own:  # a seat sees its own requests in full
+                assert mine.get("action") == theirs.get("action")
+                assert mine.get("code", "") == theirs.get("code", "")
+            elif theirs["outcome"] == "AUDIT_OUTCOME_REFUSED":
+                # Another seat's refusal code (MUST_FOLLOW_SUIT...) would hint at its hand.
+                assert mine.get("code", "") == ""
+        passer = next(e for e in full if e["action"]["type"] == "pass_cards").get("seat", 0)
+        public = next(e for e in seen if e["action"]["type"] == "pass_cards")
+        if passer != seat:
+            assert public["action"] == {"type": "pass_cards", "count": 4}
+        if full[2].get("seat", 0) != seat:
+            assert seen[2]["action"] == {"type": "play"}  # a refused action shows its type only
+    # Paging.
+    page = await srv.referee.GetAuditLog(
+        pb.GetAuditLogRequest(game_id=table.game_id, after_seq=2, page_size=3),
+        metadata=bearer(table.adjudicator_token),
+    )
+    assert [e.seq for e in page.entries] == [3, 4, 5]
+    for size in (-1, 1001):
+        error = await refused(
+            srv.referee.GetAuditLog(
+                pb.GetAuditLogRequest(game_id=table.game_id, page_size=size),
+                metadata=bearer(table.adjudicator_token),
+            )
+        )
+        assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["page_size"]
+
+
+async def test_verify_audit_log_detects_a_tampered_row(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="tamper")
+    rng = random.Random(6)
+    for _ in range(10):
+        seat = (await table.adj.view())["hand"]["turn"]
+        await table.seats[seat].submit(pick(await table.seats[seat].legal_actions(), rng))
+    await refused(table.seats[0].submit({"type": "play", "card": "AS"}, expected_version=1))
+    request = pb.VerifyAuditLogRequest(game_id=table.game_id)
+    verdict = await srv.referee.VerifyAuditLog(request, metadata=bearer(table.seat_tokens[0]))
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (True, 11, 0)
+    assert await table.adj.verify_audit_log()
+
+    def tamper(statement: str) -> None:
+        with sqlite3.connect(srv.db) as conn:
+            assert conn.execute(statement, (table.game_id,)).rowcount == 1
+        conn.close()
+
+    tamper("UPDATE audit SET code = 'NOT_YOUR_TURN' WHERE game_id = ? AND seq = 4")
+    verdict = await srv.referee.VerifyAuditLog(request, metadata=bearer(table.spectator_token))
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 4)
+    assert "4" in verdict.detail
+    assert not await table.adj.verify_audit_log()
+    # Other games are untouched.
+    other = await new_table(srv.client, "partnership", seed="tamper")
+    assert await other.adj.verify_audit_log()
+
+
+async def test_verify_audit_log_detects_a_removed_last_row(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="cut")
+    for seat in (1, 2, 3):
+        await table.seats[seat].submit({"type": "pass"}, expected_version=seat - 1)
+    with sqlite3.connect(srv.db) as conn:
+        conn.execute("DELETE FROM audit WHERE game_id = ? AND seq = 3", (table.game_id,))
+    conn.close()
+    verdict = await srv.referee.VerifyAuditLog(
+        pb.VerifyAuditLogRequest(game_id=table.game_id), metadata=bearer(table.adjudicator_token)
+    )
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 3)
+
+
+# ----------------------------------------------------------------------------------------------
+# ExportGame and AuditRecords
+
+
+async def test_export_game(srv: Served, tmp_path: Path) -> None:
+    table = await new_table(
+        srv.client, "cutthroat", SHORT_GAME["cutthroat"], seed="export", players=["x", "y", "z"]
+    )
+    rng = random.Random(8)
+    for _ in range(10):
+        seat = (await table.adj.view())["hand"]["turn"]
+        await table.seats[seat].submit(pick(await table.seats[seat].legal_actions(), rng))
+    partial = await table.adj.export()
+    assert partial["format"] == "pinochle-record/1" and partial["players"] == ["x", "y", "z"]
+    assert len(partial["hands"][0]["actions"]) == 10
+    verdict = audit_record(partial)
+    assert verdict["legal"] and not verdict["finished"]
+    for session in (*table.seats, table.spec):
+        error = await refused(session.export())
+        assert error.code == grpc.StatusCode.PERMISSION_DENIED
+    await play(table, rng)
+    final = await table.adj.view()
+    record = await table.adj.export()
+    for session in (*table.seats, table.spec):
+        assert await session.export() == record
+    verdict = audit_record(record)
+    assert verdict["legal"] and verdict["finished"], verdict
+    assert (verdict["winner"], verdict["scores"]) == (final["winner"], final["scores"])
+    # The command line reads the same record from the store.
+    done = subprocess.run(
+        [sys.executable, "-m", "referee.cli", "export", table.game_id, "--db", str(srv.db)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == record
+    assert await asyncio.to_thread(cli.main, ["export", "0" * 24, "--db", str(srv.db)]) == 1
+    error = await refused(
+        srv.referee.ExportGame(pb.ExportGameRequest(game_id="0" * 24), metadata=bearer("x"))
+    )
+    assert error.code == grpc.StatusCode.NOT_FOUND
+
+
+async def test_audit_records_streams_one_verdict_per_record(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership-no-bid", SHORT_GAME["partnership-no-bid"])
+    await play(table, random.Random(12))
+    record = await table.adj.export()
+    illegal = json.loads(json.dumps(record))
+    plays = [a for a in illegal["hands"][0]["actions"] if a["type"] == "play"]
+    plays[0]["card"], plays[1]["card"] = plays[1]["card"], plays[0]["card"]
+    texts = [json.dumps(record), json.dumps(illegal), "{not json", "[]", json.dumps({"format": 1})]
+    verdicts = [v async for v in srv.client.audit_records(texts)]
+    assert len(verdicts) == len(texts)
+    assert verdicts[0]["legal"] and verdicts[0]["finished"]
+    assert verdicts[0] == json.loads(json.dumps(audit_record(record, "records[0]")))
+    assert not verdicts[1]["legal"] and verdicts[1]["violation"]["code"] in (
+        "CARD_NOT_IN_HAND",
+        "NOT_YOUR_TURN",
+    )
+    assert "violations" not in verdicts[1]
+    assert all("error" in v for v in verdicts[2:])
+    raw = [
+        item
+        async for item in srv.referee.AuditRecords(
+            pb.AuditRecordsRequest(records=texts[:2], keep_going=True)
+        )
+    ]
+    assert [r.index for r in raw] == [0, 1]
+    assert "violations" in plain(raw[1].verdict)
+    assert [r async for r in srv.referee.AuditRecords(pb.AuditRecordsRequest())] == []
+
+
+# ----------------------------------------------------------------------------------------------
+# ListVariants and the rules service
+
+
+async def test_list_variants(srv: Served) -> None:
+    variants = await srv.client.list_variants()
+    assert [v["id"] for v in variants] == list(VARIANT_IDS)
+    schema = option_schema()
+    for variant in variants:
+        vid = variant["id"]
+        rules = resolve_options(vid)
+        assert variant["players"] == rules.players and variant["description"]
+        assert bool(variant.get("partnerships", False)) == (
+            vid in ("partnership", "double-deck", "partnership-no-bid")
+        )
+        expected = [s["name"] for s in schema if vid in s["applies_to"]]  # type: ignore[operator]
+        assert [o["name"] for o in variant["options"]] == expected
+        defaults = variant_defaults(vid)
+        for option in variant["options"]:
+            assert option["type"] and option["meaning"]
+            assert "allowed" in option
+            assert option.get("default_value") == _numbers_as_floats(defaults[option["name"]]), (
+                vid,
+                option["name"],
+            )
+
+
+def _numbers_as_floats(value: object) -> object:
+    """A JSON value as it comes back from a protobuf Value (numbers are doubles)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, Mapping):
+        return {k: _numbers_as_floats(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_numbers_as_floats(v) for v in value]
+    raise TypeError(value)
+
+
+def _vectors() -> list[dict[str, Any]]:
+    cases = []
+    for path in sorted(VECTORS.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                case = json.loads(line)
+                if case["query"]["kind"] != "trick_points":  # no RPC for it
+                    cases.append(case)
+    return cases
+
+
+def _options(query: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"variant": query.get("variant", "")}
+    if "options" in query:
+        out["options"] = dict_to_struct(query["options"])
+    return out
+
+
+async def _ask(srv: Served, query: Mapping[str, Any]) -> dict[str, Any]:
+    kind = query["kind"]
+    if kind == "meld":
+        meld = await srv.rules.ScoreMeld(
+            pb.ScoreMeldRequest(**_options(query), hand=query["hand"], trump=query["trump"])
+        )
+        return {"total": meld.total, "melds": [plain(m) for m in meld.melds]}
+    if kind == "legal_plays":
+        extra = {k: query[k] for k in ("phase", "seat_of_partner_in_trick") if k in query}
+        legal = await srv.rules.LegalPlays(
+            pb.LegalPlaysRequest(
+                **_options(query),
+                hand=query["hand"],
+                trump=query["trump"],
+                trick=query["trick"],
+                **extra,
+            )
+        )
+        return {"legal": list(legal.legal)}
+    if kind == "trick_winner":
+        winner = await srv.rules.TrickWinner(
+            pb.TrickWinnerRequest(**_options(query), trick=query["trick"], trump=query["trump"])
+        )
+        return {"winner": winner.winner}
+    assert kind == "hand_score"
+    fields = {
+        k: query[k] for k in ("bid", "declarer", "meld", "points", "tricks", "dix") if k in query
+    }
+    score = await srv.rules.ScoreHand(
+        pb.ScoreHandRequest(**_options(query), conceded=query.get("conceded", False), **fields)
+    )
+    return {"delta": list(score.delta), "saved": list(score.saved)}
+
+
+async def test_rules_service_answers_the_public_vectors(srv: Served) -> None:
+    cases = _vectors()
+    assert {c["query"]["kind"] for c in cases} == {
+        "meld",
+        "legal_plays",
+        "trick_winner",
+        "hand_score",
+    }
+    for case in cases:
+        answer = await _ask(srv, case["query"])
+        for field, expected in case["expect"].items():
+            assert answer[field] == expected, (case["name"], answer)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"kind": "meld", "variant": "partnership", "hand": ["ZZ"], "trump": "H"},
+        {"kind": "meld", "variant": "bogus", "hand": ["AS"], "trump": "H"},
+        {"kind": "meld", "variant": "partnership", "hand": ["AS"], "trump": "X"},
+        {"kind": "meld", "variant": "partnership", "hand": ["AS"] * 3, "trump": "S"},
+        {
+            "kind": "legal_plays",
+            "variant": "partnership",
+            "hand": ["AS"],
+            "trump": "H",
+            "trick": ["KS"] * 4,
+        },
+        {"kind": "legal_plays", "variant": "partnership", "hand": [], "trump": "H", "trick": []},
+        {"kind": "trick_winner", "trick": [], "trump": "H"},
+        {"kind": "trick_winner", "trick": ["AS", "AS", "AS"], "trump": "H"},
+        {
+            "kind": "hand_score",
+            "variant": "partnership",
+            "bid": 250,
+            "declarer": 9,
+            "meld": [0, 0, 0, 0],
+            "points": [250, 0],
+            "tricks": [12, 0],
+        },
+        {
+            "kind": "hand_score",
+            "variant": "partnership",
+            "bid": 250,
+            "declarer": 0,
+            "meld": [0],
+            "points": [250],
+            "tricks": [12],
+        },
+        {
+            "kind": "meld",
+            "variant": "partnership",
+            "options": {"no_such": 1},
+            "hand": ["AS"],
+            "trump": "H",
+        },
+    ],
+)
+async def test_rules_service_refuses_bad_input(srv: Served, query: dict[str, Any]) -> None:
+    error = await refused(_ask(srv, query))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert error.message
+
+
+# ----------------------------------------------------------------------------------------------
+# Health, reflection
+
+
+async def test_health_and_reflection(srv: Served) -> None:
+    channel = srv.client.channel
+    health = health_stub(channel)
+    services = ["", "pinochle.referee.v1.RefereeService", "pinochle.referee.v1.RulesService"]
+    for service in services:
+        response = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert response.status == health_pb2.HealthCheckResponse.SERVING
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await health.Check(health_pb2.HealthCheckRequest(service="no.such.Service"))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    stub: Any = cast(Any, reflection_pb2_grpc.ServerReflectionStub)(channel)
+    requests = [
+        reflection_pb2.ServerReflectionRequest(list_services=""),
+        reflection_pb2.ServerReflectionRequest(
+            file_containing_symbol="pinochle.referee.v1.RefereeService"
+        ),
+    ]
+    answers = [a async for a in stub.ServerReflectionInfo(iter(requests))]
+    listed = {s.name for s in answers[0].list_services_response.service}
+    assert listed >= {
+        "pinochle.referee.v1.RefereeService",
+        "pinochle.referee.v1.RulesService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+    }
+    assert answers[1].file_descriptor_response.file_descriptor_proto
+
+
+async def test_health_watch_turns_not_serving_on_shutdown(tmp_path: Path) -> None:
+    quiet_logs()
+    running = await start_server(
+        Settings(port=0, db=str(tmp_path / "h.db"), metrics_port=0, grace_seconds=1)
+    )
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+        watch = health_stub(channel).Watch(health_pb2.HealthCheckRequest())
+        first = await watch.read()
+        assert first.status == health_pb2.HealthCheckResponse.SERVING
+        stopping = asyncio.create_task(running.stop(1))
+        second = await asyncio.wait_for(watch.read(), 5)
+        assert second.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        await stopping
+
+
+# ----------------------------------------------------------------------------------------------
+# Fair, verifiable dealing
+
+
+async def test_deal_commitments_verify_when_a_hand_ends(srv: Served, tmp_path: Path) -> None:
+    table = await new_table(srv.client, "partnership", {"target": 5000})  # server shuffle
+    await play(table, random.Random(13), hands=2)
+    events = [item["event"] for item in await _first_items(table, 0, 0, until_version=None)]
+    committed = {e["hand"]: e["commitment"] for e in events if e["kind"] == "deal_committed"}
+    revealed = {e["hand"]: e for e in events if e["kind"] == "deal_revealed"}
+    salts = {e["hand"]: e for e in events if e["kind"] == "deal_salt"}
+    assert sorted(committed) == [0, 1, 2] and sorted(revealed) == sorted(salts) == [0, 1]
+    first_event = {e["hand"]: e["seq"] for e in events if e["kind"] == "hand_started"}
+    for hand in (0, 1):
+        deal, salt = revealed[hand]["deal"], salts[hand]["salt"]
+        assert deal_commitment(parse_deal(deal, "deal"), bytes.fromhex(salt)) == committed[hand]
+        # Neither the salt nor the deal reached the seat before the reveal.
+        before = [e for e in events if e["seq"] < revealed[hand]["seq"]]
+        assert salt not in text_of(before)
+        assert all(e["kind"] != "deal" for e in events)
+        assert first_event[hand] < revealed[hand]["seq"] < salts[hand]["seq"]
+    deal_text = json.dumps(revealed[0]["deal"])
+    good = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "referee.cli",
+            "verify-deal",
+            committed[0],
+            salts[0]["salt"],
+            deal_text,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert good.returncode == 0, good.stderr
+    assert json.loads(good.stdout)["valid"] is True
+    wrong_salt = ("00" if salts[0]["salt"][:2] != "00" else "11") + salts[0]["salt"][2:]
+    assert cli.main(["verify-deal", committed[0], wrong_salt, deal_text]) == 1
+    assert cli.main(["verify-deal", committed[1], salts[0]["salt"], deal_text]) == 1
+    assert cli.main(["verify-deal", committed[0], "not-hex", deal_text]) == 2
+
+
+# ----------------------------------------------------------------------------------------------
+# A client mistake is never UNKNOWN or INTERNAL
+
+
+def _junk(rng: random.Random, depth: int = 0) -> Any:
+    choice = rng.randrange(9 if depth < 3 else 6)
+    if choice == 0:
+        return rng.choice([0, 1, -1, 2**31, 1e300, -1e-9, 3.5, 250])
+    if choice == 1:
+        return rng.choice(["", "AS", "10H", "ZZ", "x" * 500, "S", "pass", "\u2660", "null"])
+    if choice == 2:
+        return rng.choice([True, False])
+    if choice == 3:
+        return None
+    if choice == 4:
+        return rng.choice(["AS", "KH", "QD", "JC", "9S", "10D"])
+    if choice == 5:
+        return rng.choice(["always", "kitty", "partner", "auto", "declared", 4, 48, 80])
+    if choice == 6:
+        return [_junk(rng, depth + 1) for _ in range(rng.randrange(5))]
+    names = [
+        "target",
+        "deck",
+        "min_bid",
+        "meld_values",
+        "bid_schedule",
+        "hands",
+        "widow",
+        "stock",
+        "turn_up",
+        "run",
+        "x",
+    ]
+    return {rng.choice(names): _junk(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def _struct(value: Any) -> struct_pb2.Struct:
+    return dict_to_struct(value if isinstance(value, dict) else {"value": value})
+
+
+async def test_client_mistakes_are_never_unknown_or_internal(srv: Served) -> None:
+    rng = random.Random(2024)
+    table = await new_table(srv.client, "partnership", seed="fuzz")
+    two = await new_table(srv.client, "two-handed", seed="fuzz")
+    stub = srv.referee
+    cards = ["AS", "10H", "KD", "QC", "JS", "9H", "ZZ", "", "as", "T S"]
+    kinds = [
+        "bid",
+        "pass",
+        "bid_or_redeal",
+        "declare_trump",
+        "pass_cards",
+        "discard",
+        "meld",
+        "exchange_dix",
+        "concede",
+        "draw",
+        "play",
+    ]
+    outcomes: dict[str, int] = {}
+
+    def action() -> pb.Action:
+        kind = rng.choice(kinds)
+        data: dict[str, Any] = {"type": kind}
+        if kind == "bid":
+            data["amount"] = rng.choice([-5, 0, 249, 250, 251, 2**31 - 1])
+        if kind in ("pass_cards", "discard", "meld"):
+            data["cards"] = [rng.choice(cards) for _ in range(rng.randrange(30))]
+        if kind == "meld" and rng.random() < 0.5:
+            data["melds"] = [{"name": rng.choice(["run", "x", ""]), "cards": [rng.choice(cards)]}]
+            data["points"] = rng.choice([-1, 0, 40, 2**31 - 1])
+            data["name"] = rng.choice(["pinochle", "", "bogus"])
+        if kind == "declare_trump":
+            data["suit"] = rng.choice(["S", "", "X", "spades"])
+        if kind == "draw":
+            data["turn_up"] = rng.random() < 0.5
+        if kind == "play":
+            data["card"] = rng.choice(cards)
+        return raw_action(data)
+
+    for _ in range(250):
+        game = rng.choice([table, two])
+        token = rng.choice([*game.seat_tokens, game.spectator_token, game.adjudicator_token, "x"])
+        md = bearer(token)
+        gid = rng.choice([game.game_id, game.game_id, "", "0" * 24, "'; DROP TABLE games; --"])
+        which = rng.randrange(9)
+        if which == 0:
+            request: Any = pb.CreateGameRequest(
+                variant=rng.choice([*VARIANT_IDS, "", "x"]),
+                options=_struct(_junk(rng)),
+                first_dealer=rng.choice([0, 1, -3, 9]),
+                player_names=[rng.choice(["a", ""]) for _ in range(rng.randrange(5))],
+            )
+            if rng.random() < 0.5:
+                request.given_deals.deals.extend([_struct(_junk(rng)) for _ in range(2)])
+                md = bearer(ADJUDICATOR_TOKEN)
+            call: Any = stub.CreateGame(request, metadata=md)
+        elif which in (1, 2, 3):
+            call = stub.SubmitAction(
+                pb.SubmitActionRequest(
+                    game_id=gid,
+                    action=action(),
+                    expected_version=rng.choice([0, 0, -1, 2**40]),
+                    request_id=rng.choice(["", "r", "x" * 200]),
+                ),
+                metadata=md,
+            )
+        elif which == 4:
+            call = stub.GetAuditLog(
+                pb.GetAuditLogRequest(
+                    game_id=gid,
+                    after_seq=rng.choice([-5, 0, 2**50]),
+                    page_size=rng.choice([-1, 0, 5, 10**6]),
+                ),
+                metadata=md,
+            )
+        elif which == 5:
+            watch = stub.WatchGame(
+                pb.WatchGameRequest(game_id=gid, from_version=rng.choice([-9, 2**50])),
+                metadata=md,
+            )
+            call = asyncio.wait_for(_first(watch), 0.5)
+        elif which == 6:
+            texts = [
+                text_of(_junk(rng)),
+                "[" * 5000,
+                json.dumps({"format": "pinochle-record/1", "hands": _junk(rng)}),
+            ]
+            call = _drain(srv.referee.AuditRecords(pb.AuditRecordsRequest(records=texts)))
+        elif which == 7:
+            call = _rules_call(srv, rng, [rng.choice(cards) for _ in range(rng.randrange(60))])
+        else:
+            call = stub.GetGame(pb.GetGameRequest(game_id=gid), metadata=md)
+        try:
+            await call
+            outcomes["OK"] = outcomes.get("OK", 0) + 1
+        except TimeoutError:
+            outcomes["streaming"] = outcomes.get("streaming", 0) + 1
+        except grpc.aio.AioRpcError as error:
+            assert error.code() in CLIENT_MISTAKE_CODES, (which, error)
+            outcomes[error.code().name] = outcomes.get(error.code().name, 0) + 1
+    assert outcomes.get("INVALID_ARGUMENT", 0) > 10 and outcomes.get("UNAUTHENTICATED", 0) > 5
+    # The games still work.
+    assert await table.adj.verify_audit_log() and await two.adj.verify_audit_log()
+
+
+def _rules_call(srv: Served, rng: random.Random, hand: list[str]) -> Any:
+    rules = srv.rules
+    which = rng.randrange(4)
+    if which == 0:
+        return rules.ScoreMeld(
+            pb.ScoreMeldRequest(
+                variant=rng.choice(["", "partnership", "x"]),
+                options=_struct(_junk(rng)),
+                hand=hand,
+                trump=rng.choice(["H", "", "Q"]),
+            )
+        )
+    if which == 1:
+        return rules.LegalPlays(
+            pb.LegalPlaysRequest(
+                variant=rng.choice(["two-handed", "cutthroat"]),
+                hand=hand,
+                trump="S",
+                trick=hand[:5],
+                phase=rng.choice(["", "stock", "x"]),
+                seat_of_partner_in_trick=rng.choice([0, 7, -1]),
+            )
+        )
+    if which == 2:
+        return rules.TrickWinner(pb.TrickWinnerRequest(trick=hand[:6], trump=rng.choice("Sx")))
+    return rules.ScoreHand(
+        pb.ScoreHandRequest(
+            variant=rng.choice(["partnership", "cutthroat"]),
+            bid=rng.choice([0, 250, -1]),
+            declarer=rng.choice([0, 3, 7]),
+            meld=[rng.randrange(-5, 500) for _ in range(rng.randrange(6))],
+            points=[250, 0],
+            tricks=[12, 0],
+            dix=[1, 2, 3],
+        )
+    )
+
+
+async def _first(stream: Any) -> Any:
+    async for item in stream:
+        return item
+    return None
+
+
+async def _drain(stream: Any) -> list[Any]:
+    return [item async for item in stream]

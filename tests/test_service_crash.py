@@ -1,0 +1,283 @@
+"""The server as a real process: SIGKILL under load loses nothing acknowledged; SIGTERM drains
+(issue 4, "Durability" and "Operations").
+
+``pinochle-referee serve`` runs as a subprocess on a free port and a database in a temporary
+directory. Several client tasks play games at once; every acknowledged ``SubmitAction`` is
+recorded; the server is killed with SIGKILL mid-game and restarted on the same database; every
+acknowledged action must be there, every game must play on to its end, and each export must
+audit as legal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2
+from pinochle_client import RefereeClient, RefereeError
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.audit import audit_record
+from tests.service_helpers import (
+    ADJUDICATOR_TOKEN,
+    SHORT_GAME,
+    Table,
+    bearer,
+    free_port,
+    health_stub,
+    pick,
+    play,
+    raw_action,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+GAMES = (
+    "partnership",
+    "two-handed",
+    "cutthroat",
+    "double-deck",
+    "partnership-no-bid",
+    "partnership",
+)
+
+
+class Server:
+    """``pinochle-referee serve`` in a subprocess, with its log in a file."""
+
+    def __init__(self, db: Path, port: int, log: Path, *extra: str) -> None:
+        self.port = port
+        self.address = f"127.0.0.1:{port}"
+        self.log = log
+        command = [
+            sys.executable,
+            "-m",
+            "referee.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            str(db),
+            "--metrics-port",
+            "0",
+            "--adjudicator-token",
+            ADJUDICATOR_TOKEN,
+            "--log-format",
+            "json",
+            *extra,
+        ]
+        with log.open("ab") as sink:
+            self.process = subprocess.Popen(
+                command, cwd=REPO, stdout=sink, stderr=sink, stdin=subprocess.DEVNULL
+            )
+
+    async def wait_serving(self, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        async with grpc.aio.insecure_channel(self.address) as channel:
+            stub = health_stub(channel)
+            while True:
+                assert self.process.poll() is None, self.log.read_text()[-2000:]
+                try:
+                    response = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                    if response.status == health_pb2.HealthCheckResponse.SERVING:
+                        return
+                except grpc.aio.AioRpcError:
+                    pass
+                assert time.monotonic() < deadline, "the server did not start"
+                await asyncio.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+
+
+@contextmanager
+def running(db: Path, port: int, log: Path, *extra: str) -> Iterator[Server]:
+    server = Server(db, port, log, *extra)
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@dataclass
+class Acknowledged:
+    seat: int
+    action: dict[str, Any]
+    request_id: str
+    version: int
+
+
+@dataclass
+class Player:
+    """One client task's game and what the server acknowledged in it."""
+
+    table: Table
+    acks: list[Acknowledged] = field(default_factory=list)
+
+
+async def _load(
+    client: RefereeClient, players: list[Player], index: int, stop: asyncio.Event
+) -> None:
+    """Play one game until the server goes away (or it ends), recording acknowledgements."""
+    player = players[index]
+    table = player.table
+    rng = random.Random(index)
+    try:
+        while not stop.is_set():
+            view = await table.adj.view()
+            if view["over"]:
+                return
+            turn = view["hand"]["turn"]
+            entries = await table.seats[turn].legal_actions()
+            if not entries:
+                await asyncio.sleep(0)
+                continue
+            action = pick(entries, rng)
+            request_id = f"g{index}-{len(player.acks)}-{rng.random()}"
+            result = await table.seats[turn].submit(action, request_id=request_id)
+            player.acks.append(Acknowledged(turn, action, request_id, result["version"]))
+    except RefereeError as error:
+        assert error.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED), error
+
+
+def _same(logged: dict[str, Any], sent: dict[str, Any]) -> bool:
+    """A record's action is the one sent (the record holds the canonical JSON form)."""
+    if logged["type"] != sent["type"]:
+        return False
+    keys = {"card", "amount", "suit", "turn_up", "name"}
+    if any(logged.get(k) != sent.get(k) for k in keys):
+        return False
+    if "cards" in sent and logged["type"] in ("pass_cards", "discard"):
+        return sorted(logged["cards"]) == sorted(sent["cards"])
+    return True
+
+
+async def test_sigkill_under_load_loses_no_acknowledged_action(tmp_path: Path) -> None:
+    db = tmp_path / "data" / "referee.db"
+    port = free_port()
+    log = tmp_path / "server.log"
+    players: list[Player] = []
+    with running(db, port, log) as server:
+        await server.wait_serving()
+        client = RefereeClient(server.address)
+        for variant in GAMES:
+            created = await client.create_game(variant, SHORT_GAME[variant])
+            players.append(
+                Player(
+                    Table(
+                        client,
+                        created.game_id,
+                        created.seat_tokens,
+                        created.spectator_token,
+                        created.adjudicator_token,
+                    )
+                )
+            )
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(_load(client, players, i, stop)) for i in range(len(players))]
+        deadline = time.monotonic() + 20
+        while sum(len(p.acks) for p in players) < 180 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        # Mid-game, with every task in the middle of a call or about to make one.
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait(10)
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 20)
+        await client.close()
+    total = sum(len(p.acks) for p in players)
+    assert total >= 100, "too little load before the kill"
+    assert all(p.acks for p in players)
+
+    unfinished = 0
+    with running(db, port, log) as server:
+        await server.wait_serving()
+        async with RefereeClient(server.address) as client:
+            for index, player in enumerate(players):
+                old = player.table
+                table = Table(
+                    client,
+                    old.game_id,
+                    old.seat_tokens,
+                    old.spectator_token,
+                    old.adjudicator_token,
+                )
+                # Every acknowledged action is there, at its version, for its seat.
+                response = await client.referee.GetGame(
+                    pb.GetGameRequest(game_id=table.game_id), metadata=bearer(ADJUDICATOR_TOKEN)
+                )
+                assert response.version >= player.acks[-1].version
+                record = await table.adj.export()
+                logged = [a for hand in record["hands"] for a in hand["actions"]]
+                assert len(logged) == response.version
+                for ack in player.acks:
+                    entry = logged[ack.version - 1]
+                    assert entry["seat"] == ack.seat, (index, ack)
+                    assert _same(entry, ack.action), (index, ack, entry)
+                # A retry of the last acknowledged request answers the stored response.
+                last = player.acks[-1]
+                retry = await client.referee.SubmitAction(
+                    pb.SubmitActionRequest(
+                        game_id=table.game_id,
+                        action=raw_action(last.action),
+                        expected_version=last.version - 1,
+                        request_id=last.request_id,
+                    ),
+                    metadata=bearer(table.seat_tokens[last.seat]),
+                )
+                assert retry.version == last.version
+                # The game plays on to its end; its export audits as legal.
+                unfinished += not (await table.adj.view())["over"]
+                await play(table, random.Random(100 + index))
+                final = await table.adj.view()
+                assert final["over"]
+                record = await table.seats[0].export()
+                verdict = audit_record(record)
+                assert verdict["legal"] and verdict["finished"], verdict
+                assert verdict["winner"] == final["winner"]
+                assert await table.adj.verify_audit_log()
+        server.process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(server.process.wait, 15) == 0
+    assert unfinished >= len(players) // 2, "the kill was not mid-game"
+
+
+async def test_sigterm_reports_not_serving_then_exits_cleanly(tmp_path: Path) -> None:
+    db = tmp_path / "referee.db"
+    port = free_port()
+    log = tmp_path / "server.log"
+    with running(db, port, log, "--grace-seconds", "1") as server:
+        await server.wait_serving()
+        async with RefereeClient(server.address) as client:
+            game = await client.create_game("partnership", seed="term")
+            seat = client.seat(game.game_id, game.seat_tokens[1])
+            await seat.submit({"type": "pass"}, expected_version=0)
+            health = health_stub(client.channel)
+            watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
+            statuses = [(await anext(aiter(watch))).status]
+            assert statuses == [health_pb2.HealthCheckResponse.SERVING]
+            server.process.send_signal(signal.SIGTERM)
+            try:
+                async for update in watch:
+                    statuses.append(update.status)
+            except grpc.aio.AioRpcError as error:
+                assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+            assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses
+        assert await asyncio.to_thread(server.process.wait, 15) == 0
+        assert '"shutting_down"' in log.read_text() and '"stopped"' in log.read_text()
+    # What was acknowledged before the shutdown is there after a restart.
+    with running(db, port, log) as server:
+        await server.wait_serving()
+        async with RefereeClient(server.address) as client:
+            view = await client.session(game.game_id, game.adjudicator_token).view()
+            assert view["version"] == 1 and view["hand"]["auction"] == [{"seat": 1, "type": "pass"}]

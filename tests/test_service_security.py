@@ -1,0 +1,863 @@
+"""Seat security through the real gRPC API (issue 4, "Security" and "Tests").
+
+* the authorization matrix: every kind of caller against every RPC of a game;
+* a property over random games of every variant, played through the API: no view, event, stream
+  message, error message or audit entry that a seat (or a spectator) receives shows a card that
+  another seat holds concealed, nor a deal's salt before the reveal, nor the game's seed;
+* idempotent retries, the stale-version race, and TLS / mutual TLS by settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+import trustme
+from grpc_health.v1 import health_pb2
+from pinochle_client import RefereeClient, RefereeError, Session
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.service.server import add_arguments, settings_from
+from referee.store.base import AuditRow
+from tests.service_helpers import (
+    ADJUDICATOR_TOKEN,
+    SHORT_GAME,
+    VARIANTS,
+    Served,
+    Table,
+    bearer,
+    health_stub,
+    new_table,
+    pick,
+    plain,
+    raw_action,
+    refused,
+    serving,
+    stream_refused,
+    text_of,
+)
+
+Role = int | str  # a seat number or "spectator"
+SPECTATOR = "spectator"
+
+
+@pytest_asyncio.fixture
+async def srv(tmp_path: Path) -> AsyncIterator[Served]:
+    async with serving(tmp_path) as served:
+        yield served
+
+
+# ----------------------------------------------------------------------------------------------
+# The authorization matrix
+
+
+async def _turn(table: Table) -> int:
+    view = await table.adj.view()
+    turn = view["hand"]["turn"]
+    assert isinstance(turn, int)
+    return turn
+
+
+async def test_each_seat_acts_for_itself_and_only_on_its_turn(srv: Served) -> None:
+    """Walk the auction of a partnership game: at every turn, the seat to act is accepted and
+    every other seat is NOT_YOUR_TURN; the accepted call is attributed to the token's seat (the
+    request has no seat field)."""
+    table = await new_table(srv.client, "partnership", seed="matrix")
+    acted: list[int] = []
+    calls: list[dict[str, Any]] = [
+        {"type": "bid", "amount": 250},
+        {"type": "pass"},
+        {"type": "pass"},
+        {"type": "pass"},
+    ]
+    for call in calls:
+        turn = await _turn(table)
+        version = (await table.adj.view())["version"]
+        for seat, session in enumerate(table.seats):
+            if seat == turn:
+                continue
+            error = await refused(session.submit({"type": "pass"}, expected_version=version))
+            assert error.code == grpc.StatusCode.FAILED_PRECONDITION
+            assert error.reason == "NOT_YOUR_TURN"
+            assert error.version == version
+        result = await table.seats[turn].submit(call, expected_version=version)
+        assert result["version"] == version + 1
+        made = [e for e in result["events"] if e["kind"] == "call"]
+        assert made == [
+            {"seq": made[0]["seq"], "version": version + 1, "kind": "call", "seat": turn} | call
+        ]
+        acted.append(turn)
+    view = await table.adj.view()
+    assert [c["seat"] for c in view["hand"]["auction"]] == acted == [1, 2, 3, 0]
+    assert view["hand"]["declarer"] == 1
+    log = await table.adj.audit_log()
+    accepted = [e for e in log if e["outcome"] == "AUDIT_OUTCOME_ACCEPTED"]
+    assert [e.get("seat", 0) for e in accepted] == acted
+    assert all(e["role"] == "ROLE_SEAT" for e in accepted)
+    refusals = [e for e in log if e["outcome"] == "AUDIT_OUTCOME_REFUSED"]
+    assert {e["code"] for e in refusals} == {"NOT_YOUR_TURN"}
+    assert len(refusals) == 3 * len(acted)
+
+
+@dataclass(frozen=True)
+class Caller:
+    name: str
+    token: str | None
+    role: str  # expected role for a game's reads: seat, spectator, adjudicator, or "" (refused)
+    code: grpc.StatusCode | None = None  # expected refusal of reads
+
+
+async def _callers(srv: Served, table: Table) -> list[Caller]:
+    other = await new_table(srv.client, "partnership", seed="other")
+    seats = [Caller(f"seat{i}", t, "seat") for i, t in enumerate(table.seat_tokens)]
+    unauth = grpc.StatusCode.UNAUTHENTICATED
+    return [
+        *seats,
+        Caller("spectator", table.spectator_token, "spectator"),
+        Caller("game adjudicator", table.adjudicator_token, "adjudicator"),
+        Caller("server adjudicator", ADJUDICATOR_TOKEN, "adjudicator"),
+        Caller("no token", None, "", unauth),
+        Caller("wrong token", "not-a-token", "", unauth),
+        Caller("empty bearer", "", "", unauth),
+        Caller("another game's seat", other.seat_tokens[1], "", unauth),
+        Caller("another game's adjudicator", other.adjudicator_token, "", unauth),
+        Caller("another game's spectator", other.spectator_token, "", unauth),
+    ]
+
+
+async def test_authorization_matrix(srv: Served) -> None:
+    """Every caller against every RPC of one game, at a state where seat 1 must act."""
+    table = await new_table(srv.client, "partnership", seed="matrix")
+    assert await _turn(table) == 1
+    game_id = table.game_id
+    stub = srv.referee
+    callers = await _callers(srv, table)
+    # Reads.
+    for caller in callers:
+        md = bearer(caller.token)
+        where = caller.name
+        get = pb.GetGameRequest(game_id=game_id)
+        legal = pb.ListLegalActionsRequest(game_id=game_id)
+        audit = pb.GetAuditLogRequest(game_id=game_id)
+        verify = pb.VerifyAuditLogRequest(game_id=game_id)
+        export = pb.ExportGameRequest(game_id=game_id)
+        watch = pb.WatchGameRequest(game_id=game_id, from_version=0)
+        if caller.code is not None:
+            for call in (
+                stub.GetGame(get, metadata=md),
+                stub.ListLegalActions(legal, metadata=md),
+                stub.GetAuditLog(audit, metadata=md),
+                stub.VerifyAuditLog(verify, metadata=md),
+                stub.ExportGame(export, metadata=md),
+            ):
+                assert (await refused(call)).code == caller.code, where
+            error = await stream_refused(stub.WatchGame(watch, metadata=md))
+            assert error.code == caller.code, where
+            continue
+        got = await stub.GetGame(get, metadata=md)
+        assert (
+            got.role
+            == {
+                "seat": pb.ROLE_SEAT,
+                "spectator": pb.ROLE_SPECTATOR,
+                "adjudicator": pb.ROLE_ADJUDICATOR,
+            }[caller.role]
+        ), where
+        view = plain(got.view)
+        hand = view["hand"]
+        if caller.role == "seat":
+            seat = int(where.removeprefix("seat"))
+            assert got.seat == seat and view["role"] == seat
+            assert "cards" in hand and "hands" not in hand and "deal" not in hand
+            legal_actions = await stub.ListLegalActions(legal, metadata=md)
+            assert bool(legal_actions.actions) == (seat == 1), where
+        else:
+            assert "cards" not in hand, where
+            assert ("hands" in hand) == (caller.role == "adjudicator"), where
+            assert ("deal" in hand) == (caller.role == "adjudicator"), where
+            error = await refused(stub.ListLegalActions(legal, metadata=md))
+            assert error.code == grpc.StatusCode.PERMISSION_DENIED, where
+        await stub.GetAuditLog(audit, metadata=md)
+        assert (await stub.VerifyAuditLog(verify, metadata=md)).intact
+        if caller.role == "adjudicator":
+            record = plain((await stub.ExportGame(export, metadata=md)).record)
+            assert record["format"] == "pinochle-record/1"
+        else:
+            error = await refused(stub.ExportGame(export, metadata=md))
+            assert error.code == grpc.StatusCode.PERMISSION_DENIED, where
+        first = await anext(aiter(stub.WatchGame(watch, metadata=md)))
+        assert first.event.kind == "hand_started", where
+
+    # SubmitAction: only seat 1 (whose turn it is) may act, for itself; it goes last.
+    callers.sort(key=lambda c: c.name == "seat1")
+    for caller in callers:
+        md = bearer(caller.token)
+        where = caller.name
+        version = (await table.adj.view())["version"]
+        request = pb.SubmitActionRequest(
+            game_id=game_id,
+            action=raw_action({"type": "pass"}),
+            expected_version=version,
+            request_id=f"matrix-{where}",
+        )
+        if caller.name == "seat1":
+            response = await stub.SubmitAction(request, metadata=md)
+            assert response.version == version + 1
+            assert plain(response.view)["hand"]["auction"] == [{"seat": 1, "type": "pass"}]
+            continue
+        error = await refused(stub.SubmitAction(request, metadata=md))
+        if caller.role == "seat":
+            assert (error.code, error.reason) == (
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "NOT_YOUR_TURN",
+            ), where
+        elif caller.role:
+            assert error.code == grpc.StatusCode.PERMISSION_DENIED, where
+        else:
+            assert error.code == grpc.StatusCode.UNAUTHENTICATED, where
+        assert (await table.adj.view())["version"] == version, where
+
+
+async def test_a_game_token_is_worthless_in_another_game_and_creation(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="a")
+    other = await new_table(srv.client, "partnership", seed="a")
+    # Same seed, same deal: seat 1 of game A cannot act in game B with its token.
+    request = pb.SubmitActionRequest(
+        game_id=other.game_id, action=raw_action({"type": "pass"}), expected_version=0
+    )
+    error = await refused(srv.referee.SubmitAction(request, metadata=bearer(table.seat_tokens[1])))
+    assert error.code == grpc.StatusCode.UNAUTHENTICATED
+    # A game's own adjudicator token is not the server's credential (given deals need that).
+    deal = (await table.adj.view())["hand"]["deal"]
+    error = await refused(
+        srv.client.create_game(
+            "partnership", given_deals=[deal], adjudicator_token=table.adjudicator_token
+        )
+    )
+    assert error.code == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_malformed_authorization_header_is_unauthenticated(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="hdr")
+    get = pb.GetGameRequest(game_id=table.game_id)
+    for value in ("Basic abc", "Bearer", "bearer  ", table.seat_tokens[0]):
+        md = (("authorization", value),)
+        error = await refused(srv.referee.GetGame(get, metadata=md))
+        assert error.code == grpc.StatusCode.UNAUTHENTICATED, value
+    # The scheme is case-insensitive.
+    got = await srv.referee.GetGame(
+        get, metadata=(("authorization", f"bearer {table.seat_tokens[2]}"),)
+    )
+    assert got.seat == 2
+
+
+# ----------------------------------------------------------------------------------------------
+# The concealed-card property
+
+CARD = re.compile(r"(?<![A-Za-z0-9])(?:10|[AKQJ9])[SHDC](?![A-Za-z0-9])")
+SEED_TEXT = "property-seed-7f3a9c"
+
+
+def cards_in(data: object) -> set[str]:
+    text = data if isinstance(data, str) else text_of(data)
+    return set(CARD.findall(text))
+
+
+def _public_cards(hand: Mapping[str, Any]) -> set[str]:
+    """Cards every role may see now (A.10 item 3), read from the adjudicator's view."""
+    out: set[str] = set()
+    for trick in hand["tricks"]:
+        out |= set(trick["cards"])
+    out |= set(hand["trick"]["cards"])
+    for meld in hand["melds"]:
+        if meld:
+            out |= set(meld["cards"])
+            for part in meld["melds"]:
+                out |= set(part["cards"])
+    if hand.get("widow"):
+        out |= set(hand["widow"])
+    if hand.get("turn_up"):
+        out.add(hand["turn_up"])
+    for side in hand.get("table", []):
+        out |= set(side)
+    for side in hand.get("pending", []):
+        for pending in side:
+            out |= set(pending["cards"])
+    for meld in hand.get("scored_melds", []):
+        out |= set(meld["cards"])
+    return out
+
+
+@dataclass
+class Knowledge:
+    """What each role may know during the current hand, and so what is secret from it.
+
+    A card (as text: copies are not distinguished) is secret from a seat when another seat holds
+    it concealed, or it lies undealt (stock, kitty, widow) or discarded, and the seat has not
+    held it itself nor seen it in public during this hand.
+    """
+
+    players: int
+    hand_number: int | None = None
+    public: set[str] = field(default_factory=set)
+    held: list[set[str]] = field(default_factory=list)
+
+    def secrets(self, adjudicator_view: Mapping[str, Any]) -> dict[Role, frozenset[str]]:
+        hand = adjudicator_view["hand"]
+        roles: list[Role] = [*range(self.players), SPECTATOR]
+        if hand is None:
+            return {role: frozenset() for role in roles}
+        if hand["number"] != self.hand_number:
+            self.hand_number = hand["number"]
+            self.public = set()
+            self.held = [set() for _ in range(self.players)]
+        self.public |= _public_cards(hand)
+        hands = [set(h) for h in hand["hands"]]
+        for seat in range(self.players):
+            self.held[seat] |= hands[seat] | set(hand["received"][seat])
+        hidden_piles = set(hand.get("stock") or []) | set(hand["deal"]["widow"])
+        hidden_piles |= set(hand["deal"]["stock"]) | set(hand["discards"])
+        out: dict[Role, frozenset[str]] = {}
+        for seat in range(self.players):
+            pool = set().union(*(h for o, h in enumerate(hands) if o != seat)) | hidden_piles
+            out[seat] = frozenset(pool - self.held[seat] - self.public)
+        out[SPECTATOR] = frozenset((set().union(*hands) | hidden_piles) - self.public)
+        return out
+
+
+@dataclass
+class Moment:
+    """One accepted action: secrets before and after it, the cards it named, whether it ended
+    a hand."""
+
+    before: dict[Role, frozenset[str]]
+    after: dict[Role, frozenset[str]]
+    action_cards: set[str]
+    hand_ended: bool
+
+
+class Leak(AssertionError):
+    pass
+
+
+@dataclass
+class Observer:
+    """Checks everything one role receives against its secrets at that moment."""
+
+    seen: list[tuple[int, Role, str]] = field(default_factory=list)  # (version, role, text)
+    checked: int = 0
+
+    def check(
+        self, role: Role, version: int, data: object, secret: frozenset[str], what: str
+    ) -> None:
+        text = data if isinstance(data, str) else text_of(data)
+        leaked = cards_in(text) & secret
+        if leaked:
+            shown = f"{role!r} concealed {sorted(leaked)}"
+            raise Leak(f"{what} at version {version} shows {shown}: {text[:600]}")
+        self.seen.append((version, role, text))
+        self.checked += 1
+
+    def check_events(
+        self,
+        role: Role,
+        version: int,
+        events: Sequence[Mapping[str, Any]],
+        moment: Moment,
+        what: str,
+    ) -> None:
+        """Events of one version: those of an ended hand (before the next ``hand_started``)
+        against the secrets before the action less its own cards; the rest against the secrets
+        after it. ``deal_revealed`` shows the ended hand's whole deal to everyone, by design."""
+        old = moment.hand_ended
+        for event in events:
+            audience = event["audience"]
+            assert audience == "everyone" or audience == str(role), (what, event)
+            if event["kind"] == "hand_started":
+                old = False
+            if old:
+                if event["kind"] != "deal_revealed":
+                    secret = moment.before[role] - moment.action_cards
+                    self.check(role, version, event, frozenset(secret), what)
+            else:
+                self.check(role, version, event, moment.after[role], what)
+
+
+async def _collect(session: Session) -> list[dict[str, Any]]:
+    return [item async for item in session.watch(0)]
+
+
+def _roles(table: Table) -> dict[Role, Session]:
+    sessions: dict[Role, Session] = dict(enumerate(table.seats))
+    sessions[SPECTATOR] = table.spec
+    return sessions
+
+
+async def _refusals(
+    table: Table,
+    rng: random.Random,
+    view: Mapping[str, Any],
+    turn: int,
+    entries: Sequence[Mapping[str, Any]],
+    secrets: Mapping[Role, frozenset[str]],
+    observer: Observer,
+) -> int:
+    """Illegal requests by the seat to act and by another seat; their errors are checked."""
+    hand = view["hand"]
+    version = view["version"]
+    attempts: list[tuple[int, dict[str, Any], set[str]]] = []
+    others = [s for s in range(len(table.seats)) if s != turn]
+    other = rng.choice(others)
+    own = hand["hands"][other]
+    attempts.append(
+        (other, {"type": "play", "card": rng.choice(own)} if own else {"type": "pass"}, set())
+    )
+    # In a two-handed window the lead may be the card about to be drawn: never that one.
+    foreign = sorted(secrets[turn] - set((hand.get("stock") or [])[:1]))
+    if foreign:
+        card = rng.choice(foreign)
+        attempts.append((turn, {"type": "play", "card": card}, {card}))
+    legal_cards = {e["card"] for e in entries if e["type"] == "play" and "card" in e}
+    held = [c for c in hand["hands"][turn] if c not in legal_cards]
+    if legal_cards and held:
+        attempts.append((turn, {"type": "play", "card": rng.choice(held)}, set()))
+    if hand["phase"] in ("partner_pass", "declarer_pass", "kitty_discard", "bury"):
+        attempts.append((turn, {"type": "discard", "cards": foreign[:3]}, set(foreign[:3])))
+    for seat, action, named in attempts:
+        error = await refused(table.seats[seat].submit(action, expected_version=version))
+        assert error.code in (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            grpc.StatusCode.INVALID_ARGUMENT,
+        ), error
+        assert error.version == version
+        secret = frozenset(secrets[seat] - named)
+        shown = [error.message, error.reason, error.metadata, error.fields]
+        observer.check(seat, version, shown, secret, f"error {error.reason} for {action}")
+    return len(attempts)
+
+
+CASES = [(variant, seed) for variant in VARIANTS for seed in (SEED_TEXT, None)]
+
+
+@pytest.mark.parametrize(
+    ("variant", "seed"), CASES, ids=[f"{v}-{'seed' if s else 'shuffle'}" for v, s in CASES]
+)
+async def test_no_seat_ever_sees_another_seats_concealed_cards(
+    srv: Served, variant: str, seed: str | None
+) -> None:
+    rng = random.Random(f"{variant}/{seed}")
+    table = await new_table(srv.client, variant, SHORT_GAME[variant], seed=seed)
+    players = len(table.seats)
+    sessions = _roles(table)
+    watchers = {role: asyncio.create_task(_collect(s)) for role, s in sessions.items()}
+    knowledge = Knowledge(players)
+    observer = Observer()
+    adj = await table.adj.view()
+    secrets = knowledge.secrets(adj)
+    moments: dict[int, Moment] = {0: Moment(secrets, secrets, set(), False)}
+    audit_seen: dict[Role, int] = dict.fromkeys(sessions, 0)
+    refusals = 0
+    for _ in range(2000):
+        if adj["over"]:
+            break
+        version = adj["version"]
+        # What every role sees now.
+        legal: dict[int, list[dict[str, Any]]] = {}
+        for role, session in sessions.items():
+            view = await session.view()
+            observer.check(role, version, view, secrets[role], "view")
+            forbidden = {"hands", "deal", "stock"}
+            if role == SPECTATOR:
+                forbidden |= {"cards", "received", "kitty", "discards"}
+            assert not forbidden & set(view["hand"]), (role, view["hand"])
+            if isinstance(role, int):
+                legal[role] = await table.seats[role].legal_actions()
+                observer.check(role, version, legal[role], secrets[role], "legal actions")
+        turn = adj["hand"]["turn"]
+        entries = legal[turn] or next(e for e in legal.values() if e)
+        if rng.random() < 0.25:
+            refusals += await _refusals(table, rng, adj, turn, entries, secrets, observer)
+        action = pick(entries, rng)
+        result = await table.seats[turn].submit(action, expected_version=version)
+        adj = await table.adj.view()
+        after = knowledge.secrets(adj)
+        ended = any(e["kind"] == "hand_result" for e in result["events"])
+        moment = Moment(secrets, after, cards_in(action), ended)
+        new_version = result["version"]
+        moments[new_version] = moment
+        events = [{"audience": e.get("audience", str(turn)), **e} for e in result["events"]]
+        observer.check_events(turn, new_version, events, moment, "SubmitAction events")
+        observer.check(turn, new_version, result["view"], after[turn], "SubmitAction view")
+        # Audit entries written by this step (refusals and the action), as each role sees them.
+        for role, session in sessions.items():
+            entries_seen = await session.audit_log(after_seq=audit_seen[role])
+            if entries_seen:
+                audit_seen[role] = int(entries_seen[-1]["seq"])
+            secret = frozenset(moment.before[role] - moment.action_cards)
+            # A seat's own requests come back in full: they echo only what that seat sent.
+            others = [
+                e
+                for e in entries_seen
+                if not (
+                    isinstance(role, int)
+                    and e.get("role") == "ROLE_SEAT"
+                    and e.get("seat", 0) == role
+                )
+            ]
+            observer.check(role, version, others, secret, "audit entries")
+        secrets = after
+    assert adj["over"], "the game did not end"
+    # Every stream ends at game over, with the events of every version.
+    for role, task in watchers.items():
+        items = await asyncio.wait_for(task, 10)
+        assert items and all("event" in item for item in items), role
+        by_version: dict[int, list[dict[str, Any]]] = {}
+        for item in items:
+            by_version.setdefault(item["event"]["version"], []).append(item["event"])
+        assert set(by_version) <= set(moments)
+        for version, events in by_version.items():
+            observer.check_events(role, version, events, moments[version], "WatchGame")
+        assert items[-1]["event"]["kind"] in ("game_over", "deal_salt")
+    # No salt before its hand ended, and never the seed.
+    reveals = {
+        event["salt"]: event["version"]
+        for item in await _collect(table.adj)
+        if (event := item["event"])["kind"] == "deal_salt"
+    }
+    assert reveals
+    for version, role, text in observer.seen:
+        assert SEED_TEXT not in text, (role, version)
+        for salt, revealed in reveals.items():
+            assert salt not in text or version >= revealed, (role, version, "salt")
+    assert observer.checked > 100 and (refusals > 0 or len(moments) < 20)
+
+
+async def test_two_handed_lead_after_a_trick_does_not_show_the_stock(srv: Served) -> None:
+    """The trick winner may lead the card it is about to draw; ListLegalActions says so with a
+    ``drawn_card`` descriptor, never by naming the stock's top card (undealt card order)."""
+    table = await new_table(srv.client, "two-handed", seed="stock-peek")
+    rng = random.Random(3)
+    windows = 0
+    for _ in range(300):
+        adj = await table.adj.view()
+        hand = adj["hand"]
+        if adj["over"] or hand is None or hand["phase"] != "stock_play":
+            break
+        turn = hand["turn"]
+        entries = await table.seats[turn].legal_actions()
+        if hand.get("window_seat") == turn and hand["stock"]:
+            windows += 1
+            plays = {e["card"] for e in entries if e["type"] == "play" and "card" in e}
+            own = set(hand["hands"][turn]) | set(hand["table"][turn])
+            assert plays <= own, sorted(plays - own)
+            assert {"type": "play", "drawn_card": True} in entries
+            if hand["stock"][0] not in own:
+                assert hand["stock"][0] not in text_of(entries)
+        await table.seats[turn].submit(pick(entries, rng))
+    assert windows > 5
+
+
+def _recover(entry: Mapping[str, Any], candidates: Sequence[dict[str, Any]]) -> list[Any]:
+    """Brute force: the hidden actions whose audit content hashes to the hash a seat was shown
+    (every other hashed field is in the entry the seat received)."""
+    if not entry.get("hash"):
+        return []
+    seconds, _, fraction = entry["time"].rstrip("Z").partition(".")
+    stamp = datetime.fromisoformat(seconds).replace(tzinfo=UTC).timestamp()
+    base = stamp + int(fraction.ljust(9, "0")) / 1e9
+    times = {base}
+    for _ in range(4):
+        times |= {math.nextafter(t, math.inf) for t in times}
+        times |= {math.nextafter(t, -math.inf) for t in times}
+    role = {"ROLE_SEAT": "seat", "ROLE_SPECTATOR": "spectator", "ROLE_ADJUDICATOR": "adjudicator"}
+    found = []
+    for action in candidates:
+        for time_ in times:
+            row = AuditRow(
+                seq=int(entry["seq"]),
+                time=time_,
+                role=role.get(entry.get("role", ""), "anonymous"),
+                seat=entry.get("seat", 0),
+                rpc=entry["rpc"],
+                action=action,
+                public_action=entry.get("action"),
+                outcome="accepted" if entry["outcome"] == "AUDIT_OUTCOME_ACCEPTED" else "refused",
+                code=entry.get("code", ""),
+                request_id=entry.get("request_id", ""),
+                version=int(entry.get("version", 0)),
+                previous_hash=entry.get("previous_hash", ""),
+            )
+            if row.computed_hash() == entry["hash"]:
+                found.append(action)
+    return found
+
+
+async def test_audit_hashes_do_not_reveal_a_hidden_action(srv: Served) -> None:
+    """A seat sees only the public part of another seat's request; the entry's hash must not
+    let it recover the rest (issue 4: a seat sees only its own concealed cards). Here seat 1
+    tries to play a card that it holds but may not play (MUST_FOLLOW_SUIT); the card is hidden
+    from the others, and a brute force over every card must not find it from the hash."""
+    rng = random.Random(21)
+    for attempt in range(20):
+        table = await new_table(srv.client, "partnership", seed=f"hash-{attempt}")
+        refusal = None
+        for _ in range(200):
+            adj = await table.adj.view()
+            hand = adj["hand"]
+            if adj["over"] or hand is None:
+                break
+            turn = hand["turn"]
+            entries = await table.seats[turn].legal_actions()
+            legal = {e.get("card") for e in entries if e["type"] == "play"}
+            wrong = [c for c in hand["hands"][turn] if hand["phase"] == "play" and c not in legal]
+            if wrong:
+                card = rng.choice(wrong)
+                error = await refused(table.seats[turn].submit({"type": "play", "card": card}))
+                refusal = (turn, card, error.reason)
+                break
+            await table.seats[turn].submit(pick(entries, rng))
+        if refusal is not None:
+            break
+    assert refusal is not None
+    turn, card, _ = refusal
+    ranks = ("A", "10", "K", "Q", "J", "9")
+    everything = [{"type": "play", "card": f"{r}{s}"} for r in ranks for s in "SHDC"]
+    full = (await table.adj.audit_log())[-1]
+    assert full["outcome"] == "AUDIT_OUTCOME_REFUSED" and full["action"]["card"] == card
+    assert _recover({**full, "action": {"type": "play"}}, everything) == [full["action"]]
+    for seat, session in enumerate(table.seats):
+        if seat == turn:
+            continue
+        entry = (await session.audit_log())[-1]
+        assert entry["action"] == {"type": "play"}
+        assert _recover(entry, everything) == [], f"seat {seat} recovers seat {turn}'s {card}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Idempotent retry and the stale-version race
+
+
+async def test_retry_with_the_same_request_id_is_applied_once(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="retry")
+    stub = srv.referee
+    md1 = bearer(table.seat_tokens[1])
+    request = pb.SubmitActionRequest(
+        game_id=table.game_id,
+        action=raw_action({"type": "bid", "amount": 250}),
+        expected_version=0,
+        request_id="retry-1",
+    )
+    first = await stub.SubmitAction(request, metadata=md1)
+    again = await stub.SubmitAction(request, metadata=md1)
+    assert first == again and first.version == 1
+    # A retry after the game moved on still answers the stored response.
+    await table.seats[2].submit({"type": "pass"}, expected_version=1)
+    late = await stub.SubmitAction(request, metadata=md1)
+    assert late == first
+    view = await table.adj.view()
+    assert view["version"] == 2
+    assert [c["seat"] for c in view["hand"]["auction"]] == [1, 2]
+    # Concurrent duplicates: one application, the same answer for all.
+    request3 = pb.SubmitActionRequest(
+        game_id=table.game_id,
+        action=raw_action({"type": "pass"}),
+        expected_version=2,
+        request_id="retry-3",
+    )
+    md3 = bearer(table.seat_tokens[3])
+    answers = await asyncio.gather(*(stub.SubmitAction(request3, metadata=md3) for _ in range(5)))
+    assert all(a == answers[0] for a in answers) and answers[0].version == 3
+    log = await table.adj.audit_log()
+    accepted = [e for e in log if e["outcome"] == "AUDIT_OUTCOME_ACCEPTED"]
+    assert [(e["request_id"], e.get("seat", 0)) for e in accepted] == [
+        ("retry-1", 1),
+        (accepted[1]["request_id"], 2),
+        ("retry-3", 3),
+    ]
+    assert (await table.adj.view())["version"] == 3
+
+
+async def test_a_request_id_is_per_seat(srv: Served) -> None:
+    """Seat 2 reusing seat 1's request_id does not get seat 1's stored response."""
+    table = await new_table(srv.client, "partnership", seed="retry")
+    stub = srv.referee
+    request = pb.SubmitActionRequest(
+        game_id=table.game_id,
+        action=raw_action({"type": "pass"}),
+        expected_version=0,
+        request_id="shared-id",
+    )
+    first = await stub.SubmitAction(request, metadata=bearer(table.seat_tokens[1]))
+    assert first.version == 1 and plain(first.view)["role"] == 1
+    # Seat 3 (not its turn): refused on its own merits, not answered with seat 1's response.
+    error = await refused(stub.SubmitAction(request, metadata=bearer(table.seat_tokens[3])))
+    assert error.code == grpc.StatusCode.ABORTED  # its expected_version 0 is stale
+    request.expected_version = 1
+    error = await refused(stub.SubmitAction(request, metadata=bearer(table.seat_tokens[3])))
+    assert error.reason == "NOT_YOUR_TURN"
+    # Seat 2 (its turn) with the same id: its own action is applied, with its own view.
+    second = await stub.SubmitAction(request, metadata=bearer(table.seat_tokens[2]))
+    assert second.version == 2 and plain(second.view)["role"] == 2
+    assert plain(second.view)["hand"]["cards"] != plain(first.view)["hand"]["cards"]
+
+
+async def test_two_concurrent_submissions_at_one_version_exactly_one_wins(srv: Served) -> None:
+    """Two clients on separate connections race at the same version: one is accepted, the other
+    is ABORTED with the version the winner made."""
+    table = await new_table(srv.client, "partnership", seed="race", options={"target": 100})
+    second = RefereeClient(srv.address)
+    try:
+        rng = random.Random(5)
+        for _ in range(25):
+            adj = await table.adj.view()
+            if adj["over"]:
+                break
+            version = adj["version"]
+            turn = adj["hand"]["turn"]
+            entries = await table.seats[turn].legal_actions()
+            a, b = pick(entries, rng), pick(entries, rng)
+            mine = second.seat(table.game_id, table.seat_tokens[turn])
+            results = await asyncio.gather(
+                table.seats[turn].submit(a, expected_version=version),
+                mine.submit(b, expected_version=version),
+                return_exceptions=True,
+            )
+            wins = [r for r in results if isinstance(r, dict)]
+            losses = [r for r in results if isinstance(r, RefereeError)]
+            assert len(wins) == 1 and len(losses) == 1, results
+            assert losses[0].code == grpc.StatusCode.ABORTED
+            assert losses[0].version == version + 1 == wins[0]["version"]
+            assert (await table.adj.view())["version"] == version + 1
+    finally:
+        await second.close()
+    assert await table.adj.verify_audit_log()
+
+
+# ----------------------------------------------------------------------------------------------
+# TLS and mutual TLS
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+def _write_pems(ca: trustme.CA, folder: Path) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    server = ca.issue_cert("localhost", "127.0.0.1")
+    client = ca.issue_cert("client.example")
+    paths = {
+        "ca": folder / "ca.pem",
+        "cert": folder / "server.pem",
+        "key": folder / "server.key",
+        "client_cert": folder / "client.pem",
+        "client_key": folder / "client.key",
+    }
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    server.cert_chain_pems[0].write_to_path(str(paths["cert"]))
+    for extra in server.cert_chain_pems[1:]:
+        extra.write_to_path(str(paths["cert"]), append=True)
+    server.private_key_pem.write_to_path(str(paths["key"]))
+    client.cert_chain_pems[0].write_to_path(str(paths["client_cert"]))
+    client.private_key_pem.write_to_path(str(paths["client_key"]))
+    return paths
+
+
+async def _health(channel: grpc.aio.Channel) -> int:
+    stub = health_stub(channel)
+    response = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+    status: int = response.status
+    return status
+
+
+async def test_tls(tmp_path: Path, ca: trustme.CA) -> None:
+    pems = _write_pems(ca, tmp_path / "pki")
+    async with serving(tmp_path, tls_cert=str(pems["cert"]), tls_key=str(pems["key"])) as srv:
+        target = f"localhost:{srv.running.port}"
+        credentials = grpc.ssl_channel_credentials(root_certificates=pems["ca"].read_bytes())
+        async with RefereeClient(target, credentials=credentials) as client:
+            assert await _health(client.channel) == health_pb2.HealthCheckResponse.SERVING
+            table = await new_table(client, "partnership", seed="tls")
+            assert (await table.seats[1].submit({"type": "pass"}))["version"] == 1
+        # A plaintext client cannot talk to a TLS server.
+        async with grpc.aio.insecure_channel(target) as plain_channel:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await _health(plain_channel)
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        # Nor can a client that does not trust the server's CA.
+        other = trustme.CA()
+        untrusted = grpc.ssl_channel_credentials(root_certificates=other.cert_pem.bytes())
+        async with grpc.aio.secure_channel(target, untrusted) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await _health(channel)
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_mutual_tls(tmp_path: Path, ca: trustme.CA) -> None:
+    pems = _write_pems(ca, tmp_path / "pki")
+    async with serving(
+        tmp_path,
+        tls_cert=str(pems["cert"]),
+        tls_key=str(pems["key"]),
+        tls_client_ca=str(pems["ca"]),
+    ) as srv:
+        target = f"localhost:{srv.running.port}"
+        root = pems["ca"].read_bytes()
+        with_cert = grpc.ssl_channel_credentials(
+            root_certificates=root,
+            private_key=pems["client_key"].read_bytes(),
+            certificate_chain=pems["client_cert"].read_bytes(),
+        )
+        async with RefereeClient(target, credentials=with_cert) as client:
+            assert await _health(client.channel) == health_pb2.HealthCheckResponse.SERVING
+            table = await new_table(client, "two-handed", seed="mtls")
+            assert (await table.seats[0].view())["role"] == 0
+        without_cert = grpc.ssl_channel_credentials(root_certificates=root)
+        async with grpc.aio.secure_channel(target, without_cert) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await _health(channel)
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        # A certificate from another CA is refused too.
+        stranger = trustme.CA().issue_cert("client.example")
+        foreign = grpc.ssl_channel_credentials(
+            root_certificates=root,
+            private_key=stranger.private_key_pem.bytes(),
+            certificate_chain=stranger.cert_chain_pems[0].bytes(),
+        )
+        async with grpc.aio.secure_channel(target, foreign) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await _health(channel)
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_tls_flags_and_environment_reach_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    flags = ["--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"]
+    settings = settings_from(parser.parse_args(flags))
+    assert (settings.tls_cert, settings.tls_key, settings.tls_client_ca) == (
+        "c.pem",
+        "k.pem",
+        "ca.pem",
+    )
+    monkeypatch.setenv("PINOCHLE_REFEREE_TLS_CERT", "env-c.pem")
+    monkeypatch.setenv("PINOCHLE_REFEREE_TLS_KEY", "env-k.pem")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    settings = settings_from(parser.parse_args([]))
+    assert (settings.tls_cert, settings.tls_key, settings.tls_client_ca) == (
+        "env-c.pem",
+        "env-k.pem",
+        "",
+    )
