@@ -175,18 +175,28 @@ describe("pinochle referee through the Node client", () => {
     const { game, seats } = await newGame("node-test-watch");
     const [acting] = await toActAndWaiting(seats);
     const watcher = client.session(game.gameId, game.spectatorToken);
-    const items = collect(watcher.watch(0), 2);
+    // From version 0 the stream starts with the deal's public events (hand_started,
+    // deal_committed), then follows the game as it happens.
+    const items = collect(watcher.watch(0), 4);
     // Let the stream open, then act twice.
     await new Promise((resolve) => setTimeout(resolve, 200));
     const result = await acting.submit({ type: "pass" });
     const [next] = await toActAndWaiting(seats);
     await next.submit({ type: "pass" });
     const received = await items;
-    assert.equal(received.length, 2);
-    const events = received.map((item) => {
+    assert.equal(received.length, 4);
+    const all = received.map((item) => {
       assert.equal(item.type, "event");
       return (item as { event: GameEvent }).event;
     });
+    assert.deepEqual(
+      all.slice(0, 2).map((e) => [e.kind, e.version]),
+      [
+        ["hand_started", 0],
+        ["deal_committed", 0],
+      ],
+    );
+    const events = all.slice(2);
     assert.deepEqual(events[0], result.events[0]);
     assert.deepEqual(
       events.map((e) => [e.kind, e.version, e["type"]]),
