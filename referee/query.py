@@ -22,10 +22,11 @@ import difflib
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, TypeGuard
 
+from referee.engine.engine import make_setup
+from referee.engine.state import Setup
 from referee.rules.cards import (
     Card,
     CardSyntaxError,
@@ -35,10 +36,10 @@ from referee.rules.cards import (
     parse_card,
     parse_suit,
 )
-from referee.rules.melds import MeldTable, best_meld, build_meld_table
+from referee.rules.melds import best_meld
 from referee.rules.options import OptionError, RuleSet, resolve_options
-from referee.rules.scoring import SaveRule, score_hand
-from referee.rules.tricks import FREE_PLAY, Counting, PlayRules, legal_plays, trick_winner
+from referee.rules.scoring import score_hand
+from referee.rules.tricks import FREE_PLAY, legal_plays, trick_winner
 
 __all__ = ["ANSWER_FIELDS", "KINDS", "QUERY_FIELDS", "answer_query", "run_queries"]
 
@@ -82,53 +83,15 @@ class QueryError(ValueError):
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Derived:
-    """The rules-core objects a query needs, built once per distinct RuleSet.
+@lru_cache(maxsize=256)
+def _derived(rules: RuleSet) -> Setup:
+    """The rules-core objects a query needs: the engine's own ``make_setup``, cached.
 
     Why cached: query streams (and the query benchmark) repeat the same variant and options line
-    after line; ``resolve_options`` already hands back the same RuleSet for them, and rebuilding the
-    meld table and counting scheme per line would be most of the cost of a cheap query.
+    after line; ``resolve_options`` already hands back the same RuleSet for them, and rebuilding
+    the meld table and counting scheme per line would be most of the cost of a cheap query.
     """
-
-    sides: int
-    play_rules: PlayRules
-    counting: Counting
-    total_in_play: int
-    save_rule: SaveRule
-    meld_table: MeldTable
-
-
-@lru_cache(maxsize=256)
-def _derived(rules: RuleSet) -> _Derived:
-    counting = Counting.of(rules.count_scheme, rules.last_trick_bonus)
-    return _Derived(
-        sides=2 if rules.partnerships else rules.players,
-        play_rules=PlayRules(
-            head_rule=rules.head_rule,
-            head_when_trumped=rules.head_when_trumped,
-            head_over_partner=rules.head_over_partner,
-            must_trump_when_void=rules.must_trump_when_void,
-            must_overtrump=rules.must_overtrump,
-            must_trump_even_if_cannot_overtrump=rules.must_trump_even_if_cannot_overtrump,
-        ),
-        counting=counting,
-        total_in_play=counting.total_in_play(rules.deck),
-        save_rule=SaveRule(
-            save_meld=rules.save_meld,
-            applies_to=rules.save_applies_to,
-            dix_exempt=rules.dix_exempt_from_save,
-            min_meld_to_record=rules.min_meld_to_record,
-        ),
-        # Two-handed melds are single sets (A.9 item 3, A.10 item 5): per_set scores each set
-        # at the single value.
-        meld_table=build_meld_table(
-            rules.meld_values,
-            per_set=rules.variant == "two-handed",
-            run_counts_its_royal_marriage=rules.run_counts_its_royal_marriage,
-            run_shares_marriage_cards=rules.run_shares_marriage_cards,
-        ),
-    )
+    return make_setup(rules)
 
 
 # --------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from referee.engine.actions import (
     action_type,
 )
 from referee.engine.errors import DealError, IllegalAction
-from referee.engine.events import ADJUDICATOR, EVERYONE, SEALED, Event
+from referee.engine.events import ADJUDICATOR, EVERYONE, SEALED, Event, trick_events
 from referee.engine.state import (
     AUCTION,
     BURY,
@@ -66,7 +66,14 @@ from referee.rules.cards import (
     remove_cards,
 )
 from referee.rules.dealing import Deal
-from referee.rules.melds import MeldError, MeldResult, best_meld, build_meld_table, score_declared
+from referee.rules.melds import (
+    CLASS_OF,
+    MeldError,
+    MeldResult,
+    best_meld,
+    build_meld_table,
+    score_declared,
+)
 from referee.rules.options import RuleSet
 from referee.rules.scoring import (
     GameEndRule,
@@ -572,7 +579,7 @@ def _scored_cards(record: MeldRecord) -> list[Card]:
     """
     need: dict[str, list[int]] = {}
     for meld in record.result.melds:
-        counts = need.setdefault(_MELD_CLASS.get(meld.name, meld.name), [0] * 24)
+        counts = need.setdefault(CLASS_OF.get(meld.name, meld.name), [0] * 24)
         for c in meld.cards:
             counts[c] += 1
     shown = counts_of(record.shown)
@@ -580,19 +587,6 @@ def _scored_cards(record: MeldRecord) -> list[Card]:
         min(shown[c], max((counts[c] for counts in need.values()), default=0)) for c in range(24)
     ]
     return [c for c in range(24) for _ in range(most[c])]
-
-
-_MELD_CLASS = {
-    "run": "A",
-    "royal_marriage": "A",
-    "marriage": "A",
-    "dix": "A",
-    "aces_around": "B",
-    "kings_around": "B",
-    "queens_around": "B",
-    "jacks_around": "B",
-    "pinochle": "C",
-}
 
 
 # --------------------------------------------------------------------------------------------
@@ -827,26 +821,12 @@ def _play(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[Han
         return evolve_hand(hand, hands=hands, trick=trick, turn=(seat + 1) % players), events
     winner = (hand.trick_leader + trick_winner(trick, trump)) % players
     last = not new_held
-    points = setup.counting.trick_points(trick, last)
+    points, closing = trick_events(setup.counting, trick, winner, last)
+    events += closing
     side = setup.side_of(winner)
     side_points = tuple(p + points if s == side else p for s, p in enumerate(hand.side_points))
     side_tricks = tuple(t + 1 if s == side else t for s, t in enumerate(hand.side_tricks))
     done = Trick(hand.trick_leader, trick, winner, points)
-    events.append(
-        Event(
-            "trick_taken",
-            EVERYONE,
-            {"seat": winner, "cards": format_cards(trick), "points": points},
-        )
-    )
-    if last:
-        events.append(
-            Event(
-                "last_trick_bonus",
-                EVERYONE,
-                {"seat": winner, "points": setup.counting.last_trick_bonus},
-            )
-        )
     return (
         evolve_hand(
             hand,

@@ -7,9 +7,12 @@ hashed, compared between replays and sent to clients after redaction by audience
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from referee.rules.cards import Card, format_cards
+from referee.rules.tricks import Counting
 
 EVERYONE: Final = "everyone"
 ADJUDICATOR: Final = "adjudicator"
@@ -43,3 +46,24 @@ def visible_to(event: Event, role: str | int, hand_ended: bool = False) -> bool:
     if audience == SEALED:
         return hand_ended
     return isinstance(role, int) and audience == role
+
+
+def trick_events(
+    counting: Counting, trick: Sequence[Card], winner: int, last: bool
+) -> tuple[int, list[Event]]:
+    """The points a completed trick is worth and its public events (both engines use this)."""
+    points = counting.trick_points(trick, last)
+    events = [
+        Event(
+            "trick_taken",
+            EVERYONE,
+            {"seat": winner, "cards": format_cards(trick), "points": points},
+        )
+    ]
+    if last:
+        events.append(
+            Event(
+                "last_trick_bonus", EVERYONE, {"seat": winner, "points": counting.last_trick_bonus}
+            )
+        )
+    return points, events

@@ -22,7 +22,7 @@ from typing import Final, TypeVar
 
 from referee.engine.actions import Action, Draw, ExchangeDix, Meld, Play, action_type
 from referee.engine.errors import IllegalAction
-from referee.engine.events import EVERYONE, Event
+from referee.engine.events import EVERYONE, Event, trick_events
 from referee.engine.state import PLAY, HandState, Setup, Trick, evolve_hand
 from referee.rules.cards import NINE, SUIT_NAMES, Card, Suit, format_card, format_cards, make_card
 from referee.rules.melds import CLASS_OF, MELD_NAMES, MeldError, one_set, single_sets
@@ -508,23 +508,9 @@ def _play(setup: Setup, hand: HandState, seat: int, action: Play) -> tuple[HandS
         return evolve_hand(hand, trick=trick, turn=1 - seat), events
     winner = (hand.trick_leader + trick_winner(trick, trump)) % 2
     last = not hand.hands[0] and not hand.hands[1] and hand.phase == PLAY
-    points = setup.counting.trick_points(trick, last)
+    points, closing = trick_events(setup.counting, trick, winner, last)
+    events += closing
     done = Trick(hand.trick_leader, trick, winner, points)
-    events.append(
-        Event(
-            "trick_taken",
-            EVERYONE,
-            {"seat": winner, "cards": format_cards(trick), "points": points},
-        )
-    )
-    if last:
-        events.append(
-            Event(
-                "last_trick_bonus",
-                EVERYONE,
-                {"seat": winner, "points": setup.counting.last_trick_bonus},
-            )
-        )
     return (
         evolve_hand(
             hand,

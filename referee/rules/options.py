@@ -28,6 +28,9 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any, Final, NoReturn, TypeVar, cast
 
+from referee.rules.melds import MELD_NAMES as COMBINATION_NAMES
+from referee.rules.melds import ROUNDHOUSE_BONUS
+
 __all__ = [
     "MELD_NAMES",
     "REQUIRES_ENFORCED",
@@ -43,19 +46,9 @@ __all__ = [
 
 VARIANT_IDS: Final = ("two-handed", "cutthroat", "partnership", "double-deck", "partnership-no-bid")
 
-#: The meld names a ``meld_values`` object may use (A.2), in the order of the tables.
-MELD_NAMES: Final = (
-    "run",
-    "royal_marriage",
-    "marriage",
-    "dix",
-    "aces_around",
-    "kings_around",
-    "queens_around",
-    "jacks_around",
-    "pinochle",
-    "roundhouse_bonus",
-)
+#: The meld names a ``meld_values`` object may use (A.2), in the order of the tables: the
+#: combinations of the meld evaluator plus the roundhouse bonus.
+MELD_NAMES: Final = (*COMBINATION_NAMES, ROUNDHOUSE_BONUS)
 
 # A meld_values list holds one value per level: single, double, triple, quadruple (OPTIONS.json).
 _MAX_MELD_LEVELS: Final = 4
