@@ -230,11 +230,15 @@ class GameManager:
         payload = {"hand": hand_number, "deal": deal.to_json(), "salt": salt.hex()}
         return state, LogRow(seq, state.version, "deal", None, payload, stored)
 
-    async def load(self, game_id: str) -> LiveGame:
-        """The live game, rebuilt from the store's log when this replica has not got it."""
+    async def load(self, game_id: str, refresh: bool = True) -> LiveGame:
+        """The live game, rebuilt from the store's log when this replica has not got it.
+
+        With a shared store the copy is refreshed from the log first, unless the caller will
+        refresh it itself under the game's lock (``submit``), which saves a read per action.
+        """
         live = self.games.get(game_id)
         if live is not None:
-            if self.shared_store:
+            if self.shared_store and refresh:
                 async with live.lock:  # never fold the same rows twice, nor beside a submit
                     await self._catch_up(live)
             return live
@@ -335,8 +339,10 @@ class GameManager:
             caller.view_role,
         )
 
-    async def get(self, game_id: str, token: str | None) -> tuple[LiveGame, Caller]:
-        live = await self.load(game_id)
+    async def get(
+        self, game_id: str, token: str | None, refresh: bool = True
+    ) -> tuple[LiveGame, Caller]:
+        live = await self.load(game_id, refresh)
         caller = self.authenticate(live, token)
         structlog.contextvars.bind_contextvars(role=caller.role, seat=caller.seat)
         return live, caller
@@ -358,7 +364,7 @@ class GameManager:
         expected_version: int,
         request_id: str,
     ) -> pb.SubmitActionResponse:
-        live = await self.load(game_id)
+        live = await self.load(game_id, refresh=False)  # refreshed under the lock below
         caller: Caller | None = None
         try:
             caller = self.authenticate(live, token)

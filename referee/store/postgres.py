@@ -569,7 +569,9 @@ class PostgresStore:
                 (game_id, after_seq),
             )
             rows = await cursor.fetchall()
-            if not rows and not await _game_exists(conn, game_id):
+            # A caller asking for rows after seq > 0 has seen the game's rows already: skip the
+            # existence query on that path (a replica's catch-up before every action).
+            if not rows and after_seq == 0 and not await _game_exists(conn, game_id):
                 raise UnknownGame(game_id)
             return [_log_row(row) for row in rows]
 
