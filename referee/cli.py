@@ -98,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("PINOCHLE_REFEREE_DB", "./data/referee.db"),
         help="SQLite path or postgresql:// URL",
     )
+    export.add_argument(
+        "--db-schema",
+        default=os.environ.get("PINOCHLE_REFEREE_DB_SCHEMA", ""),
+        help="PostgreSQL schema holding the tables (as for serve)",
+    )
     verify = commands.add_parser(
         "verify-deal", help="check a deal against the commitment published when it was dealt"
     )
@@ -127,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(serve(settings_from(args)))
         return 0
     if args.command == "export":
-        return asyncio.run(_export(args.game_id, args.db))
+        return asyncio.run(_export(args.game_id, args.db, args.db_schema))
     if args.command == "verify-deal":
         return _verify_deal(args.commitment, args.salt, args.deal)
     if args.command == "demo":
@@ -142,12 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run_query()
 
 
-async def _export(game_id: str, db: str) -> int:
+async def _export(game_id: str, db: str, schema: str = "") -> int:
     from referee.service.errors import ServiceError  # noqa: PLC0415
     from referee.service.games import GameManager  # noqa: PLC0415
     from referee.service.server import open_store  # noqa: PLC0415
 
-    store = open_store(db)
+    store = open_store(db, schema)
     await store.open()
     try:
         games = GameManager(store)
