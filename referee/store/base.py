@@ -131,6 +131,23 @@ class Commit:
     response: bytes  # the serialized response returned to a retry of request_id
     over: bool = False
 
+    def checked_version(self) -> int:
+        """The version this commit makes, after checking its shape (every store does this).
+
+        Raises ValueError for a commit no store may write: no request id, no action row, or a
+        row whose version is not ``expected_version + 1``.
+        """
+        if not self.request_id:
+            raise ValueError("a commit needs a request_id")
+        if not self.rows:
+            raise ValueError("a commit needs its action's log row")
+        new_version = self.expected_version + 1
+        if any(row.version != new_version for row in self.rows):
+            raise ValueError(
+                f"every row of a commit at {self.expected_version} has version {new_version}"
+            )
+        return new_version
+
 
 @dataclass(frozen=True, slots=True)
 class AuditVerification:

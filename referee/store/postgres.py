@@ -466,15 +466,7 @@ class PostgresStore:
         (an action and the deal it caused). A ``request_id`` already stored for the game is
         refused like a stale version (VersionConflict with the current version), nothing written.
         """
-        if not commit.request_id:
-            raise ValueError("a commit needs a request_id")
-        if not commit.rows:
-            raise ValueError("a commit needs its action's log row")
-        new_version = commit.expected_version + 1
-        if any(row.version != new_version for row in commit.rows):
-            raise ValueError(
-                f"every row of a commit at {commit.expected_version} has version {new_version}"
-            )
+        new_version = commit.checked_version()
         game_id = commit.game_id
         rows = _log_params(commit.rows)
         draft = _AuditDraft.of(commit.audit)
