@@ -30,7 +30,7 @@ from referee.engine.actions import (
     action_type,
 )
 from referee.engine.errors import DealError, IllegalAction
-from referee.engine.events import ADJUDICATOR, EVERYONE, SEALED, Event, trick_events
+from referee.engine.events import EVERYONE, SEALED, Event, trick_events
 from referee.engine.state import (
     AUCTION,
     BURY,
@@ -999,8 +999,13 @@ _HANDLERS = {
 }
 
 __all__ = [
-    "ADJUDICATOR",
     "apply",
+    "bid_window",
+    "check_deal",
+    "hand_progress",
+    "legal_actions",
+    "make_setup",
+    "matches",
     "new_game",
     "start_hand",
 ]
