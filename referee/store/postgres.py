@@ -67,6 +67,7 @@ from referee.store.base import (
 from referee.store.sqlite import (
     _AUDIT_COLUMNS,
     _GAME_COLUMNS,
+    _audit_params,
     _audit_row,
     _AuditDraft,
     _dumps,
@@ -207,25 +208,6 @@ def _insert_log_params(
             raise StoreError(f"log row seq {given} does not continue the log of {game_id} at {seq}")
         params.append((game_id, seq, version, kind, seat, payload, events))
     return params
-
-
-def _audit_params(game_id: str, draft: _AuditDraft, row: AuditRow) -> tuple[object, ...]:
-    return (
-        game_id,
-        row.seq,
-        row.time,
-        row.role,
-        row.seat,
-        row.rpc,
-        draft.action_json,
-        draft.public_action_json,
-        row.outcome,
-        row.code,
-        row.request_id,
-        row.version,
-        row.previous_hash,
-        row.hash,
-    )
 
 
 async def _game_exists(conn: Connection, game_id: str) -> bool:

@@ -206,27 +206,32 @@ def _insert_log(
     )
 
 
+def _audit_params(game_id: str, draft: _AuditDraft, row: AuditRow) -> tuple[object, ...]:
+    """An audit row's column values in ``_AUDIT_COLUMNS`` order, game id first (both stores)."""
+    return (
+        game_id,
+        row.seq,
+        row.time,
+        row.role,
+        row.seat,
+        row.rpc,
+        draft.action_json,
+        draft.public_action_json,
+        row.outcome,
+        row.code,
+        row.request_id,
+        row.version,
+        row.previous_hash,
+        row.hash,
+    )
+
+
 def _insert_audit(
     conn: sqlite3.Connection, game_id: str, draft: _AuditDraft, row: AuditRow
 ) -> None:
     conn.execute(
         f"INSERT INTO audit (game_id, {_AUDIT_COLUMNS}) VALUES (?{', ?' * 13})",
-        (
-            game_id,
-            row.seq,
-            row.time,
-            row.role,
-            row.seat,
-            row.rpc,
-            draft.action_json,
-            draft.public_action_json,
-            row.outcome,
-            row.code,
-            row.request_id,
-            row.version,
-            row.previous_hash,
-            row.hash,
-        ),
+        _audit_params(game_id, draft, row),
     )
 
 
