@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import multiprocessing
 import os
 import secrets
 import subprocess
@@ -51,6 +50,7 @@ from psycopg import sql
 from rich.console import Console
 from rich.table import Table
 
+from bench.engine import environment
 from bench.service import (
     CALL_TIMEOUT,
     HOST,
@@ -66,7 +66,7 @@ from bench.service import (
     Server,
     _server_command,
     cpu_seconds,
-    environment,
+    run_spawned,
     stop_server,
     wait_serving,
 )
@@ -364,31 +364,12 @@ def in_client_process(
 ) -> dict[str, object]:
     """Run the load in a separate (spawned) process and return what it reports."""
     timeout = plan.warmup + plan.rounds * (plan.window + 5) + 2 * CALL_TIMEOUT + 30
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(
-        target=_client_main,
-        args=([s.address for s in servers], [s.pid for s in servers], plan, url, label, sender),
-        name=f"bench-replicas-{label}",
+    return run_spawned(
+        _client_main,
+        ([s.address for s in servers], [s.pid for s in servers], plan, url, label),
+        f"bench-replicas-{label}",
+        timeout,
     )
-    process.start()
-    sender.close()
-    try:
-        if not receiver.poll(timeout):
-            raise RuntimeError(f"the {label} client did not answer in {timeout:.0f} s")
-        try:
-            status, result = receiver.recv()
-        except EOFError:
-            raise RuntimeError(f"the {label} client exited without an answer") from None
-    finally:
-        process.join(10)
-        if process.is_alive():
-            process.terminate()
-            process.join(10)
-    if status != "ok":
-        raise RuntimeError(f"the {label} client failed: {result}")
-    assert isinstance(result, dict)
-    return result
 
 
 # --------------------------------------------------------------------------------------------

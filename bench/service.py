@@ -37,7 +37,6 @@ import itertools
 import json
 import multiprocessing
 import os
-import platform
 import random
 import shutil
 import signal
@@ -49,7 +48,6 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final
@@ -60,6 +58,7 @@ from pinochle_client import RefereeClient, SeatSession
 from rich.console import Console
 from rich.table import Table
 
+from bench.engine import environment
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.demo import choose
 from referee.engine.actions import decode_action
@@ -634,35 +633,44 @@ def _client_main(job: str, address: str, server_pid: int, plan: object, conn: Co
         conn.close()
 
 
-def in_client_process(
-    job: str, server: Server, plan: ThroughputPlan | MemoryPlan, timeout: float
+def run_spawned(
+    target: Callable[..., None], args: tuple[object, ...], name: str, timeout: float
 ) -> dict[str, object]:
-    """Run ``job`` in a separate (spawned) process and return what it reports."""
+    """Run ``target(*args, sender)`` in a spawned process and return the dict it sends back.
+
+    The target sends ("ok", result) or ("error", text) through the pipe. Shared with
+    bench/replicas.py so both benchmarks drive their load from a separate process the same way.
+    """
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(
-        target=_client_main,
-        args=(job, server.address, server.pid, plan, sender),
-        name=f"bench-{job}",
-    )
+    process = context.Process(target=target, args=(*args, sender), name=name)
     process.start()
     sender.close()
     try:
         if not receiver.poll(timeout):
-            raise RuntimeError(f"the {job} client did not answer in {timeout:.0f} s")
+            raise RuntimeError(f"the {name} client did not answer in {timeout:.0f} s")
         try:
             status, result = receiver.recv()
         except EOFError:
-            raise RuntimeError(f"the {job} client exited without an answer") from None
+            raise RuntimeError(f"the {name} client exited without an answer") from None
     finally:
         process.join(10)
         if process.is_alive():
             process.terminate()
             process.join(10)
     if status != "ok":
-        raise RuntimeError(f"the {job} client failed: {result}")
+        raise RuntimeError(f"the {name} client failed: {result}")
     assert isinstance(result, dict)
     return result
+
+
+def in_client_process(
+    job: str, server: Server, plan: ThroughputPlan | MemoryPlan, timeout: float
+) -> dict[str, object]:
+    """Run ``job`` in a separate (spawned) process and return what it reports."""
+    return run_spawned(
+        _client_main, (job, server.address, server.pid, plan), f"bench-{job}", timeout
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -826,33 +834,6 @@ def memory_figures(
 
 # --------------------------------------------------------------------------------------------
 # Output
-
-
-def _git(*args: str) -> str | None:
-    try:
-        done = subprocess.run(
-            ["git", *args], capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
-def environment() -> dict[str, object]:
-    commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain")
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cores": os.cpu_count(),
-        "load_average": None if load is None else [round(x, 2) for x in load],
-        "commit": commit,
-        "dirty": None if commit is None or status is None else bool(status),
-    }
 
 
 def show(console: Console, figures: Sequence[Figure], env: Mapping[str, object]) -> None:
