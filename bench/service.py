@@ -65,7 +65,7 @@ from referee.engine.actions import decode_action
 from referee.engine.engine import legal_actions
 from referee.engine.game import Game, SeededDeals
 from referee.rules.options import resolve_options
-from referee.service.convert import action_from_json, struct_to_dict
+from referee.service.convert import action_from_json
 
 RESULTS_FORMAT: Final = "referee-bench/1"
 RESULTS_PATH: Final = Path(__file__).with_name("results.json")
@@ -446,7 +446,7 @@ async def measure_latency(address: str, sizes: Sizes) -> LatencyRun:
                 run.submit.append(submit)
                 run.health.append(health)
             version = response.version
-            hand = struct_to_dict(response.view).get("hand")
+            hand = json.loads(response.view_json).get("hand")
             turn = int(hand["turn"]) if isinstance(hand, dict) else 0
     run.seconds = time.perf_counter() - started
     return run

@@ -257,7 +257,7 @@ async def test_get_game_for_each_role(srv: Served) -> None:
             pb.GetGameRequest(game_id=table.game_id), metadata=bearer(table.seat_tokens[seat])
         )
         assert (response.role, response.seat, response.version) == (pb.ROLE_SEAT, seat, 0)
-        view = plain(response.view)
+        view = json.loads(response.view_json)
         assert view["hand"]["cards"] == hands[seat]
         assert view["players"] == names and view["game_id"] == table.game_id
         assert not {"hands", "deal", "discards", "kitty"} & set(view["hand"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import random
 import re
@@ -174,7 +175,7 @@ async def test_authorization_matrix(srv: Served) -> None:
                 "adjudicator": pb.ROLE_ADJUDICATOR,
             }[caller.role]
         ), where
-        view = plain(got.view)
+        view = json.loads(got.view_json)
         hand = view["hand"]
         if caller.role == "seat":
             seat = int(where.removeprefix("seat"))
@@ -214,7 +215,8 @@ async def test_authorization_matrix(srv: Served) -> None:
         if caller.name == "seat1":
             response = await stub.SubmitAction(request, metadata=md)
             assert response.version == version + 1
-            assert plain(response.view)["hand"]["auction"] == [{"seat": 1, "type": "pass"}]
+            auction = json.loads(response.view_json)["hand"]["auction"]
+            assert auction == [{"seat": 1, "type": "pass"}]
             continue
         error = await refused(stub.SubmitAction(request, metadata=md))
         if caller.role == "seat":
@@ -699,7 +701,7 @@ async def test_a_request_id_is_per_seat(srv: Served) -> None:
         request_id="shared-id",
     )
     first = await stub.SubmitAction(request, metadata=bearer(table.seat_tokens[1]))
-    assert first.version == 1 and plain(first.view)["role"] == 1
+    assert first.version == 1 and json.loads(first.view_json)["role"] == 1
     # Seat 3 (not its turn): refused on its own merits, not answered with seat 1's response.
     error = await refused(stub.SubmitAction(request, metadata=bearer(table.seat_tokens[3])))
     assert error.code == grpc.StatusCode.ABORTED  # its expected_version 0 is stale
@@ -708,8 +710,9 @@ async def test_a_request_id_is_per_seat(srv: Served) -> None:
     assert error.reason == "NOT_YOUR_TURN"
     # Seat 2 (its turn) with the same id: its own action is applied, with its own view.
     second = await stub.SubmitAction(request, metadata=bearer(table.seat_tokens[2]))
-    assert second.version == 2 and plain(second.view)["role"] == 2
-    assert plain(second.view)["hand"]["cards"] != plain(first.view)["hand"]["cards"]
+    assert second.version == 2 and json.loads(second.view_json)["role"] == 2
+    cards = [json.loads(r.view_json)["hand"]["cards"] for r in (first, second)]
+    assert cards[0] != cards[1]
 
 
 async def test_two_concurrent_submissions_at_one_version_exactly_one_wins(srv: Served) -> None:

@@ -45,7 +45,7 @@ from referee.service.auth import (
     new_token,
     token_hash,
 )
-from referee.service.convert import dict_to_struct, stored_event_to_proto
+from referee.service.convert import json_text, stored_event_to_proto
 from referee.service.errors import ServiceError, invalid
 from referee.store.base import (
     AuditRow,
@@ -475,7 +475,7 @@ class GameManager:
         caller = Caller(SEAT, seat)
         response = pb.SubmitActionResponse(
             version=new_state.version,
-            view=dict_to_struct(_view_with_id(new_state, caller, live)),
+            view_json=json_text(_view_with_id(new_state, caller, live)),
             events=[stored_event_to_proto(e) for e in all_events if self.visible(caller, e)],
         )
         audit = self._audit_row(live, seat, canonical, "accepted", "", key, new_state.version)
@@ -574,7 +574,7 @@ class GameManager:
                 yield pb.WatchGameResponse(
                     snapshot=pb.Snapshot(
                         version=live.state.version,
-                        view=dict_to_struct(self.view_of(live, caller)),
+                        view_json=json_text(self.view_of(live, caller)),
                     )
                 )
                 sent = live.event_count

@@ -25,6 +25,7 @@ from referee.service.auth import ADJUDICATOR, SEAT, SPECTATOR, bearer_token
 from referee.service.convert import (
     action_to_json,
     dict_to_struct,
+    json_text,
     struct_to_dict,
     structs,
     to_value,
@@ -121,7 +122,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
                 version=live.state.version,
                 role=_ROLE[caller.role],
                 seat=caller.seat or 0,
-                view=dict_to_struct(self.games.view_of(live, caller)),
+                view_json=json_text(self.games.view_of(live, caller)),
             )
 
         return await _guard(context, work())

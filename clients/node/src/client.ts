@@ -270,12 +270,21 @@ function toEvent(event: Event__Output): GameEvent {
     version: event.version,
     kind: event.kind,
     audience: event.audience,
-    ...fromStruct(event.data),
+    ...parseObject(event.dataJson, "event data"),
   };
 }
 
-function toView(view: Parameters<typeof fromStruct>[0]): GameView {
-  return fromStruct(view) as unknown as GameView;
+/** Views and event data arrive as JSON object text (`view_json`, `data_json`). */
+function parseObject(text: string, what: string): JsonObject {
+  const value: unknown = text ? JSON.parse(text) : {};
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new TypeError(`the server sent ${what} that is not a JSON object`);
+  }
+  return value as JsonObject;
+}
+
+function toView(text: string): GameView {
+  return parseObject(text, "a view") as unknown as GameView;
 }
 
 function bearer(token: string | undefined): grpc.Metadata {
@@ -398,7 +407,7 @@ export class Session {
       this.token,
     );
     this.version = response.version;
-    return toView(response.view);
+    return toView(response.viewJson);
   }
 
   /** The game as a pinochle-record/1 document (adjudicator, or anyone once the game is over). */
@@ -447,7 +456,7 @@ export class Session {
         } else if (message.item === "snapshot" && message.snapshot) {
           yield {
             type: "snapshot",
-            snapshot: { version: message.snapshot.version, view: toView(message.snapshot.view) },
+            snapshot: { version: message.snapshot.version, view: toView(message.snapshot.viewJson) },
           };
         }
       }
@@ -487,7 +496,7 @@ export class SeatSession extends Session {
     this.version = response.version;
     return {
       version: response.version,
-      view: toView(response.view),
+      view: toView(response.viewJson),
       events: response.events.map(toEvent),
     };
   }

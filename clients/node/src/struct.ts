@@ -1,7 +1,8 @@
 // google.protobuf.Struct <-> plain JSON values.
 //
-// The referee sends JSON-shaped values (options, views, events, legal-action descriptors,
-// records) as google.protobuf.Struct so they keep the contract's snake_case names. These helpers
+// The referee sends JSON-shaped values (options, deals, legal-action descriptors, records,
+// verdicts) as google.protobuf.Struct so they keep the contract's snake_case names; views and
+// event data come as JSON text instead (see client.ts). These helpers
 // convert between the proto-loader object form of Struct/Value (loaded with `oneofs: true`, so
 // every Value names its set field in `kind`) and ordinary JSON values.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,13 @@ class RefereeError(Exception):
 
 def _plain(message: struct_pb2.Struct) -> dict[str, Any]:
     value = to_plain(MessageToDict(message))
+    assert isinstance(value, dict)
+    return value
+
+
+def _object(text: str) -> dict[str, Any]:
+    """A view or event data: the server sends them as JSON object text."""
+    value = json.loads(text) if text else {}
     assert isinstance(value, dict)
     return value
 
@@ -174,7 +182,7 @@ class Session:
             self.client.referee.GetGame, pb.GetGameRequest(game_id=self.game_id)
         )
         self.version = response.version
-        return _plain(response.view)
+        return _object(response.view_json)
 
     async def export(self) -> dict[str, Any]:
         response = await self._call(
@@ -211,14 +219,14 @@ class Session:
                             "version": event.version,
                             "kind": event.kind,
                             "audience": event.audience,
-                            **_plain(event.data),
+                            **_object(event.data_json),
                         }
                     }
                 else:
                     yield {
                         "snapshot": {
                             "version": item.snapshot.version,
-                            "view": _plain(item.snapshot.view),
+                            "view": _object(item.snapshot.view_json),
                         }
                     }
         except grpc.RpcError as error:
@@ -254,9 +262,9 @@ class SeatSession(Session):
         self.version = response.version
         return {
             "version": response.version,
-            "view": _plain(response.view),
+            "view": _object(response.view_json),
             "events": [
-                {"seq": e.seq, "version": e.version, "kind": e.kind, **_plain(e.data)}
+                {"seq": e.seq, "version": e.version, "kind": e.kind, **_object(e.data_json)}
                 for e in response.events
             ],
         }
