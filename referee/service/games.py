@@ -437,8 +437,8 @@ class GameManager:
             new_state, events = apply(state, seat, action)
         except IllegalAction as refused:
             await self._refuse(live, seat, action_json, refused.code, key)
-            metrics.ACTIONS.labels(live.rules.variant, kind or "unknown", "refused").inc()
-            metrics.VIOLATIONS.labels(refused.code).inc()
+            metrics.actions(live.rules.variant, kind or "unknown", "refused").inc()
+            metrics.violations(refused.code).inc()
             code = (
                 grpc.StatusCode.INVALID_ARGUMENT
                 if refused.code == "MALFORMED_ACTION"
@@ -501,7 +501,7 @@ class GameManager:
                 metadata={"version": str(conflict.current)},
             ) from None
         metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
-        metrics.ACTIONS.labels(live.rules.variant, kind, "accepted").inc()
+        metrics.actions(live.rules.variant, kind, "accepted").inc()
         live.state = new_state
         live.last_seq = rows[-1].seq
         live.events.extend(all_events)

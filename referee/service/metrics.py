@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from prometheus_client import Counter, Gauge, Histogram
 
 GRPC_HANDLED = Counter(
@@ -29,3 +31,26 @@ STORE_COMMIT_SECONDS = Histogram(
     "Time from handing an action to the store until its transaction committed.",
     buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
 )
+
+
+# ``labels()`` validates and locks on every call; every RPC updates several of these, so the
+# labelled children are looked up once per label set (all label values come from closed sets:
+# method names, status codes, variants, action types, A.5 codes).
+@functools.cache
+def grpc_handled(service: str, method: str, code: str) -> Counter:
+    return GRPC_HANDLED.labels(service, method, code)
+
+
+@functools.cache
+def grpc_seconds(service: str, method: str) -> Histogram:
+    return GRPC_SECONDS.labels(service, method)
+
+
+@functools.cache
+def actions(variant: str, action: str, result: str) -> Counter:
+    return ACTIONS.labels(variant, action, result)
+
+
+@functools.cache
+def violations(code: str) -> Counter:
+    return VIOLATIONS.labels(code)

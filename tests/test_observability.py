@@ -1,0 +1,128 @@
+"""The canonical log line and the Prometheus metrics (issue 4, "Operations").
+
+Every RPC except the health service's writes one JSON line with the RPC, game, seat, action,
+outcome, code, duration and request id; the metrics the issue names count what happened.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import structlog
+from grpc_health.v1 import health_pb2
+from prometheus_client import REGISTRY
+
+from referee.service.server import configure_logging
+from tests.service_helpers import health_stub, new_table, quiet_logs, refused, serving
+
+
+@pytest.fixture
+def json_logs() -> Iterator[None]:
+    """The server's production logging (JSON lines on stderr) for one test."""
+    configure_logging("json")
+    try:
+        yield
+    finally:
+        structlog.reset_defaults()
+        quiet_logs()
+
+
+def _lines(captured: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in captured.splitlines() if line.startswith("{")]
+
+
+def _sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@pytest.mark.usefixtures("json_logs")
+async def test_one_canonical_json_line_per_rpc(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    async with serving(tmp_path) as srv:
+        configure_logging("json")  # serving() quiets the logs; this test wants them
+        table = await new_table(srv.client, "partnership", seed="log-line")
+        capfd.readouterr()
+        await table.seats[1].submit({"type": "bid", "amount": 250}, request_id="req-1")
+        error = await refused(
+            table.seats[3].submit({"type": "bid", "amount": 260}, expected_version=1)
+        )
+        assert error.reason == "NOT_YOUR_TURN"
+        await health_stub(srv.client.channel).Check(health_pb2.HealthCheckRequest())
+        lines = _lines(capfd.readouterr().err)
+    rpcs = [line for line in lines if line.get("event") == "rpc"]
+    assert [line["rpc"] for line in rpcs] == ["SubmitAction", "SubmitAction"]  # no health line
+    accepted, refusal = rpcs
+    assert {
+        k: accepted[k]
+        for k in ("game", "seat", "role", "action", "outcome", "request_id", "grpc_code", "version")
+    } == {
+        "game": table.game_id,
+        "seat": 1,
+        "role": "seat",
+        "action": "bid",
+        "outcome": "accepted",
+        "request_id": "req-1",
+        "grpc_code": "OK",
+        "version": 1,
+    }
+    assert "code" not in accepted
+    assert (refusal["seat"], refusal["outcome"], refusal["code"], refusal["grpc_code"]) == (
+        3,
+        "refused",
+        "NOT_YOUR_TURN",
+        "FAILED_PRECONDITION",
+    )
+    for line in rpcs:
+        assert line["level"] == "info" and line["timestamp"].endswith("Z")
+        assert isinstance(line["duration_ms"], float) and line["duration_ms"] > 0
+
+
+SERVICE = "pinochle.referee.v1.RefereeService"
+
+
+def _counts() -> dict[str, float]:
+    """The metrics one partnership game's bids move, by a short name."""
+    submit = {"grpc_service": SERVICE, "grpc_method": "SubmitAction"}
+    bid = {"variant": "partnership", "action": "bid"}
+    return {
+        "ok": _sample("grpc_server_handled_total", **submit, grpc_code="OK"),
+        "precondition": _sample(
+            "grpc_server_handled_total", **submit, grpc_code="FAILED_PRECONDITION"
+        ),
+        "timed": _sample("grpc_server_handling_seconds_count", **submit),
+        "accepted": _sample("referee_actions_total", **bid, result="accepted"),
+        "refused": _sample("referee_actions_total", **bid, result="refused"),
+        "violations": _sample("referee_violations_total", code="NOT_YOUR_TURN"),
+        "commits": _sample("referee_store_commit_seconds_count"),
+    }
+
+
+async def test_metrics_count_rpcs_actions_violations_and_games(tmp_path: Path) -> None:
+    before = _counts()
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="metrics")
+        # The gauge starts from the store's count of unfinished games (none: a fresh database).
+        assert _sample("referee_games_active") == 1
+        await table.seats[1].submit({"type": "bid", "amount": 250})
+        await table.seats[2].submit({"type": "pass"}, expected_version=1)
+        error = await refused(
+            table.seats[0].submit({"type": "bid", "amount": 260}, expected_version=2)
+        )
+        assert error.code == grpc.StatusCode.FAILED_PRECONDITION
+    moved = {key: value - before[key] for key, value in _counts().items()}
+    # Two accepted SubmitActions (a bid, a pass) and one refused bid.
+    assert moved == {
+        "ok": 2,
+        "precondition": 1,
+        "timed": 3,
+        "accepted": 1,
+        "refused": 1,
+        "violations": 1,
+        "commits": 2,
+    }
