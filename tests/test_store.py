@@ -877,3 +877,62 @@ async def test_postgres_changes_announce_other_stores_commits(postgres_url: str)
             following.cancel()
             await listener.close()
             await writer.close()
+
+
+async def test_sqlite_waits_for_another_writer_without_blocking_the_loop(tmp_path: Path) -> None:
+    """Another connection holds the write lock: the commit waits (the loop keeps running) and
+    lands once the lock is released."""
+    store = SqliteStore(tmp_path / "busy.db")
+    await store.open()
+    try:
+        await new_game(store)
+        other = sqlite3.connect(tmp_path / "busy.db", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        pending = asyncio.ensure_future(store.commit(make_commit("g1", 0)))
+        ticks = 0
+        for _ in range(10):  # the loop is free while the commit waits for the lock
+            await asyncio.sleep(0.005)
+            ticks += 1
+        assert ticks == 10 and not pending.done()
+        other.execute("ROLLBACK")
+        other.close()
+        assert isinstance(await pending, AuditRow)
+        assert (await store.get_game("g1")).version == 1
+    finally:
+        await store.close()
+
+
+async def test_sqlite_gives_up_on_a_lock_held_too_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("referee.store.sqlite.BUSY_TIMEOUT_SECONDS", 0.05)
+    store = SqliteStore(tmp_path / "busy.db")
+    await store.open()
+    other = sqlite3.connect(tmp_path / "busy.db", isolation_level=None)
+    try:
+        await new_game(store)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreError, match="locked"):
+            await store.commit(make_commit("g1", 0))
+        other.execute("ROLLBACK")
+        await store.commit(make_commit("g1", 0))  # the store works again once the lock is free
+        assert (await store.get_game("g1")).version == 1
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_sqlite_writes_come_from_the_loop_that_opened_it(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "loop.db")
+    await store.open()
+    try:
+        await new_game(store)
+
+        def elsewhere() -> None:
+            with pytest.raises(StoreError, match="event loop"):
+                asyncio.run(store.commit(make_commit("g1", 0)))
+
+        await asyncio.to_thread(elsewhere)
+        assert (await store.get_game("g1")).version == 0
+    finally:
+        await store.close()

@@ -47,6 +47,7 @@ from referee.service.auth import (
 )
 from referee.service.convert import json_text, stored_event_to_proto
 from referee.service.errors import ServiceError, invalid
+from referee.service.logline import annotate
 from referee.store.base import (
     AuditRow,
     AuditVerification,
@@ -344,7 +345,7 @@ class GameManager:
     ) -> tuple[LiveGame, Caller]:
         live = await self.load(game_id, refresh)
         caller = self.authenticate(live, token)
-        structlog.contextvars.bind_contextvars(role=caller.role, seat=caller.seat)
+        annotate(role=caller.role, seat=caller.seat)
         return live, caller
 
     async def legal(self, game_id: str, token: str | None) -> tuple[int, list[dict[str, object]]]:
@@ -368,7 +369,7 @@ class GameManager:
         caller: Caller | None = None
         try:
             caller = self.authenticate(live, token)
-            structlog.contextvars.bind_contextvars(role=caller.role, seat=caller.seat)
+            annotate(role=caller.role, seat=caller.seat)
             if caller.role != SEAT or caller.seat is None:
                 raise ServiceError(
                     grpc.StatusCode.PERMISSION_DENIED,

@@ -32,6 +32,7 @@ from referee.service.convert import (
 )
 from referee.service.errors import ServiceError, invalid
 from referee.service.games import GameManager
+from referee.service.logline import annotate
 from referee.store.base import AuditRow
 
 log = structlog.get_logger("referee")
@@ -45,19 +46,13 @@ async def _guard(context: grpc.aio.ServicerContext, work: Awaitable[T]) -> T:  #
     try:
         return await work
     except ServiceError as error:
-        structlog.contextvars.bind_contextvars(outcome="refused", code=error.reason)
+        annotate(outcome="refused", code=error.reason)
         await context.abort_with_status(error.to_status())
         raise AssertionError("abort_with_status returned") from None  # pragma: no cover
 
 
 def _token(context: grpc.aio.ServicerContext) -> str | None:  # type: ignore[type-arg]
     return bearer_token(context.invocation_metadata())
-
-
-def _bind(**values: object) -> None:
-    structlog.contextvars.bind_contextvars(
-        **{k: v for k, v in values.items() if v not in ("", None)}
-    )
 
 
 def _game_id(game_id: str) -> str:
@@ -98,7 +93,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
                 players=list(request.player_names),
                 token=_token(context),
             )
-            _bind(game=created.game_id, outcome="created")
+            annotate(game=created.game_id, outcome="created")
             return pb.CreateGameResponse(
                 game_id=created.game_id,
                 seat_tokens=created.seat_tokens,
@@ -116,7 +111,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
     ) -> pb.GetGameResponse:
         async def work() -> pb.GetGameResponse:
             live, caller = await self.games.get(_game_id(request.game_id), _token(context))
-            _bind(game=request.game_id, seat=caller.seat, role=caller.role)
+            annotate(game=request.game_id, seat=caller.seat, role=caller.role)
             return pb.GetGameResponse(
                 game_id=request.game_id,
                 version=live.state.version,
@@ -134,7 +129,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
     ) -> pb.SubmitActionResponse:
         async def work() -> pb.SubmitActionResponse:
             action = action_to_json(request.action)
-            _bind(game=request.game_id, action=action.get("type"), request_id=request.request_id)
+            annotate(game=request.game_id, action=action.get("type"), request_id=request.request_id)
             response = await self.games.submit(
                 _game_id(request.game_id),
                 _token(context),
@@ -142,7 +137,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
                 request.expected_version,
                 request.request_id,
             )
-            _bind(outcome="accepted", version=response.version)
+            annotate(outcome="accepted", version=response.version)
             return response
 
         return await _guard(context, work())
@@ -153,7 +148,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.ListLegalActionsResponse:
         async def work() -> pb.ListLegalActionsResponse:
-            _bind(game=request.game_id)
+            annotate(game=request.game_id)
             version, actions = await self.games.legal(_game_id(request.game_id), _token(context))
             return pb.ListLegalActionsResponse(version=version, actions=structs(actions))
 
@@ -164,7 +159,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         request: pb.WatchGameRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> AsyncIterator[pb.WatchGameResponse]:
-        _bind(game=request.game_id)
+        annotate(game=request.game_id)
         try:
             stream = self.games.watch(
                 _game_id(request.game_id), _token(context), request.from_version

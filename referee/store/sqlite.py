@@ -1,15 +1,28 @@
 """The embedded store: one SQLite file in WAL mode with ``synchronous=FULL``.
 
 Threads
-    Every write (``create_game``, ``commit``, ``record_refusal``) is a job on a queue drained by
-    one writer thread, the only user of the writer connection. The thread takes every job that is
-    waiting (at most ``max_batch``), runs them in one ``BEGIN IMMEDIATE`` transaction, each inside
-    its own ``SAVEPOINT`` so that a job that fails (a version conflict, a duplicate id) is rolled
-    back alone, then ``COMMIT``s once (group commit: one fsync for the whole batch) and only then
-    settles the callers' futures through their event loops. A job is never acknowledged before the
-    ``COMMIT`` that made it durable has returned; if that ``COMMIT`` fails, every job of the batch
-    fails with :class:`StoreError`. Cancelling a caller that waits does not withdraw its write:
-    once queued it may still commit (a retry of its request_id then finds the stored response).
+    Writes (``create_game``, ``commit``, ``record_refusal``) run their statements on the event
+    loop that opened the store, and only the ``COMMIT`` (the WAL fsync) runs on a thread. Every
+    job that arrives while a ``COMMIT`` is in flight waits in a list; when the ``COMMIT``
+    returns, all of them (at most ``max_batch``) go into the next ``BEGIN IMMEDIATE``
+    transaction, each inside its own ``SAVEPOINT`` so that a job that fails (a version conflict,
+    a duplicate id) is rolled back alone, and the next ``COMMIT`` makes them durable together
+    (group commit: one fsync for the whole batch). A job is never acknowledged before the
+    ``COMMIT`` that made it durable has returned; if that ``COMMIT`` fails, every job of the
+    batch fails with :class:`StoreError`. Cancelling a caller that waits does not withdraw its
+    write: once queued it may still commit (a retry of its request_id then finds the stored
+    response).
+
+    Why not a writer thread that runs the whole transaction: the statements are short C calls,
+    and each one releases and retakes the GIL. On a thread, every retake waited for the busy
+    event loop, so a batch of 17 jobs took 9 ms of wall time for 2.4 ms of CPU and the service
+    stalled on it (bench/service.py, 2026-12-01). On the loop they cost no hand-offs; the one
+    blocking call, the fsync, still leaves the loop free.
+
+    The writer connection never waits inside SQLite for a lock another process holds (its busy
+    timeout is 0, so the loop never sleeps in SQLite): a ``BEGIN IMMEDIATE`` that finds the
+    database locked is retried on a timer for up to ``BUSY_TIMEOUT_SECONDS``, then the batch
+    fails with :class:`StoreError`.
 
     Reads run on a small pool of reader threads, each with its own connection in autocommit mode.
     WAL lets them read while the writer writes; each read statement (or the explicit read
@@ -30,12 +43,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import queue
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -124,6 +136,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 DEFAULT_MAX_BATCH = 64
 DEFAULT_READERS = 4
 BUSY_TIMEOUT_SECONDS = 10.0
+BUSY_RETRY_SECONDS = 0.002  # how soon a BEGIN that found another writer's lock is retried
 
 _GAME_COLUMNS = (
     "game_id, variant, options, first_dealer, deal_source, seat_token_hashes,"
@@ -164,22 +177,42 @@ class _AuditDraft:
     def of(cls, audit: AuditRow) -> _AuditDraft:
         action_json = _dumps_or_none(audit.action)
         public_json = _dumps_or_none(audit.public_action)
-        row = replace(
-            audit,
-            seq=0,
-            time=float(audit.time),
-            seat=None if audit.seat is None else int(audit.seat),
-            action=_loads_or_none(action_json),
-            public_action=_loads_or_none(public_json),
-            version=int(audit.version),
-            previous_hash="",
-            hash="",
+        # Built field by field: dataclasses.replace inspects the fields on every call and cost
+        # three times as much, three times per accepted action.
+        row = AuditRow(
+            0,
+            float(audit.time),
+            audit.role,
+            None if audit.seat is None else int(audit.seat),
+            audit.rpc,
+            _loads_or_none(action_json),
+            _loads_or_none(public_json),
+            audit.outcome,
+            audit.code,
+            audit.request_id,
+            int(audit.version),
+            "",
         )
         return cls(row, action_json, public_json)
 
     def chained(self, seq: int, previous_hash: str) -> AuditRow:
-        row = replace(self.row, seq=seq, previous_hash=previous_hash)
-        return replace(row, hash=row.computed_hash())
+        draft = self.row
+        row = AuditRow(
+            seq,
+            draft.time,
+            draft.role,
+            draft.seat,
+            draft.rpc,
+            draft.action,
+            draft.public_action,
+            draft.outcome,
+            draft.code,
+            draft.request_id,
+            draft.version,
+            previous_hash,
+        )
+        object.__setattr__(row, "hash", row.computed_hash())  # frozen: set once, here
+        return row
 
 
 def _log_params(rows: Sequence[LogRow]) -> list[tuple[int, int, str, int | None, str, str]]:
@@ -298,19 +331,16 @@ def _game_exists(conn: sqlite3.Connection, game_id: str) -> bool:
     return conn.execute("SELECT 1 FROM games WHERE game_id = ?", (game_id,)).fetchall() != []
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Job:
     apply: Callable[[sqlite3.Connection], Any]
-    loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
 
 
-_STOP = object()
-
-
-def _settle(outcomes: Iterable[tuple[asyncio.Future[Any], object, BaseException | None]]) -> None:
-    """On the caller's loop: hand each job its result (unless its caller stopped waiting)."""
-    for future, value, error in outcomes:
+def _settle(outcomes: Iterable[tuple[_Job, object, BaseException | None]]) -> None:
+    """Hand each job its result (unless its caller stopped waiting)."""
+    for job, value, error in outcomes:
+        future = job.future
         if future.done():
             continue
         if error is not None:
@@ -319,12 +349,20 @@ def _settle(outcomes: Iterable[tuple[asyncio.Future[Any], object, BaseException 
             future.set_result(value)
 
 
+def _is_busy(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return (code & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(error)
+
+
 class SqliteStore:
     """:class:`referee.store.base.GameStore` on one SQLite file (see the module docstring).
 
     Values come back as decoded JSON (dicts and lists); a record's token hashes and players as
     tuples. ``load_log``, ``audit_log``, ``record_refusal``, ``commit`` and ``verify_audit_log``
     raise :class:`UnknownGame` for a game that does not exist; ``stored_response`` returns None.
+    Writes must come from the event loop that called ``open``.
     """
 
     def __init__(
@@ -339,11 +377,16 @@ class SqliteStore:
         self.path = Path(path)
         self.max_batch = max_batch
         self._reader_count = readers
-        self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
-        self._lock = threading.Lock()  # guards _accepting against close() racing a submit
+        self._lock = threading.Lock()  # guards _reader_conns (reader threads append to it)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._accepting = False
-        self._writer: threading.Thread | None = None
         self._writer_conn: sqlite3.Connection | None = None
+        self._committer: ThreadPoolExecutor | None = None  # one thread: the COMMIT's fsync
+        self._pending: list[_Job] = []  # jobs waiting for the next transaction
+        self._committing = False  # a COMMIT is in flight; the writer connection is the thread's
+        self._retry: asyncio.TimerHandle | None = None  # a BEGIN waiting for another writer
+        self._busy_since: float | None = None
+        self._drained: asyncio.Event | None = None  # set when nothing is pending or committing
         self._readers: ThreadPoolExecutor | None = None
         self._reader_local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
@@ -355,37 +398,33 @@ class SqliteStore:
     # -- life cycle ------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Create the directory and the schema (or migrate it), start the writer thread."""
+        """Create the directory and the schema (or migrate it), start the threads."""
         if self._closed:
             raise StoreError("the store is closed")
-        if self._writer is not None:
+        if self._writer_conn is not None:
             return
         conn = await asyncio.to_thread(self._open_writer)
         self._writer_conn = conn
+        self._loop = asyncio.get_running_loop()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-commit")
         self._readers = ThreadPoolExecutor(
             max_workers=self._reader_count, thread_name_prefix="sqlite-reader"
         )
-        self._writer = threading.Thread(
-            target=self._run_writer, args=(conn,), name="sqlite-writer", daemon=True
-        )
-        with self._lock:
-            self._accepting = True
-        self._writer.start()
+        self._accepting = True
 
     async def close(self) -> None:
         """Finish every queued write, stop the threads and close the connections."""
         if self._closed:
             return
         self._closed = True
-        with self._lock:
-            self._accepting = False
-            if self._writer is not None:
-                self._queue.put(_STOP)
-        writer, readers = self._writer, self._readers
-        if writer is not None:
-            await asyncio.to_thread(writer.join)
-        if readers is not None:
-            await asyncio.to_thread(readers.shutdown, True)
+        self._accepting = False
+        if self._drained is not None:
+            await self._drained.wait()
+        for pool in (self._committer, self._readers):
+            if pool is not None:
+                await asyncio.to_thread(pool.shutdown, True)
         for conn in [*self._reader_conns, *filter(None, [self._writer_conn])]:
             conn.close()
         self._reader_conns.clear()
@@ -396,7 +435,7 @@ class SqliteStore:
             self.path,
             timeout=BUSY_TIMEOUT_SECONDS,
             isolation_level=None,  # autocommit; transactions are explicit
-            check_same_thread=False,  # created here, used by one thread, closed by close()
+            check_same_thread=False,  # the loop runs statements, a thread runs COMMIT
         )
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
@@ -416,6 +455,7 @@ class SqliteStore:
             if sync != 2:
                 raise StoreError(f"{self.path}: synchronous is {sync}, not FULL")
             self._migrate(conn)
+            conn.execute("PRAGMA busy_timeout = 0")  # the loop never sleeps in SQLite
         except BaseException as exc:
             conn.close()
             if isinstance(exc, sqlite3.Error):
@@ -441,53 +481,37 @@ class SqliteStore:
             conn.execute("ROLLBACK")
             raise
 
-    # -- the writer thread ----------------------------------------------------------------
+    # -- the write path ---------------------------------------------------------------------
 
     async def _write(self, apply: Callable[[sqlite3.Connection], T]) -> T:
+        if not self._accepting:
+            raise StoreError("the store is not open")
         loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            raise StoreError("writes must come from the event loop that opened the store")
         future: asyncio.Future[T] = loop.create_future()
-        with self._lock:
-            if not self._accepting:
-                raise StoreError("the store is not open")
-            self._queue.put(_Job(apply, loop, future))
+        self._pending.append(_Job(apply, future))
+        assert self._drained is not None
+        self._drained.clear()
+        self._next_batch()  # nothing in flight: this job starts a transaction now
         return await future
 
-    def _run_writer(self, conn: sqlite3.Connection) -> None:
-        stopping = False
-        try:
-            while not stopping:
-                batch: list[_Job] = []
-                item = self._queue.get()
-                while True:
-                    if item is _STOP:
-                        stopping = True
-                        break
-                    assert isinstance(item, _Job)
-                    batch.append(item)
-                    if len(batch) >= self.max_batch:
-                        break
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                if batch:
-                    self._run_batch(conn, batch)
-        finally:
-            # Only reached early on a bug; never leave a caller waiting forever.
-            with self._lock:
-                self._accepting = False
-            while True:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if isinstance(item, _Job):
-                    self._resolve([(item, None, StoreError("the store's writer stopped"))])
-
-    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
-        outcomes: list[tuple[_Job, object, BaseException | None]] = []
+    def _begin_batch(self) -> None:
+        """Run the waiting jobs' statements in one transaction and start its COMMIT."""
+        self._retry = None
+        conn, loop = self._writer_conn, self._loop
+        assert conn is not None and loop is not None and self._committer is not None
+        batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
         try:
             conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if not (_is_busy(exc) and self._wait_for_lock(batch)):
+                self._fail(batch, exc)
+                loop.call_soon(self._next_batch)
+            return
+        self._busy_since = None
+        outcomes: list[tuple[_Job, object, BaseException | None]] = []
+        try:
             for job in batch:
                 conn.execute("SAVEPOINT job")
                 try:
@@ -505,39 +529,77 @@ class SqliteStore:
                     outcomes.append((job, value, None))
             if not conn.in_transaction:  # SQLite rolled the whole transaction back
                 raise StoreError("the transaction was rolled back")
-            conn.execute("COMMIT")
         except BaseException as exc:
-            # The transaction itself failed (BEGIN, a savepoint or COMMIT): nothing of the
-            # batch is durable, so no job of it may succeed.
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            settled = {id(job) for job, _, error in outcomes if error is not None}
-            failure = StoreError(f"the transaction failed: {exc}")
-            failure.__cause__ = exc
-            outcomes = [o for o in outcomes if id(o[0]) in settled]
-            outcomes += [(job, None, failure) for job in batch if id(job) not in settled]
-            self._resolve(outcomes)
+            # The transaction itself failed (a savepoint, say): nothing of the batch is
+            # durable, so no job of it may succeed.
+            self._fail(batch, exc, settled=outcomes)
+            loop.call_soon(self._next_batch)
             if not isinstance(exc, Exception):
                 raise
             return
-        self.batches += 1
-        self.batched_jobs += len(batch)
-        self._resolve(outcomes)
+        self._committing = True
+        commit = loop.run_in_executor(self._committer, conn.execute, "COMMIT")
+        commit.add_done_callback(lambda done: self._committed(done, batch, outcomes))
 
-    @staticmethod
-    def _resolve(outcomes: list[tuple[_Job, object, BaseException | None]]) -> None:
-        """Settle futures with one wake-up per event loop."""
-        by_loop: dict[
-            asyncio.AbstractEventLoop,
-            list[tuple[asyncio.Future[Any], object, BaseException | None]],
-        ] = {}
-        for job, value, error in outcomes:
-            by_loop.setdefault(job.loop, []).append((job.future, value, error))
-        for loop, items in by_loop.items():
-            # RuntimeError: the caller's loop is closed, so nobody is waiting.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, items)
+    def _committed(
+        self,
+        done: asyncio.Future[Any],
+        batch: list[_Job],
+        outcomes: list[tuple[_Job, object, BaseException | None]],
+    ) -> None:
+        """On the loop, once COMMIT returned: acknowledge the batch, start the next one."""
+        self._committing = False
+        error = done.exception()
+        if error is not None:
+            self._fail(batch, error, settled=outcomes)
+        else:
+            self.batches += 1
+            self.batched_jobs += len(batch)
+            _settle(outcomes)
+        self._next_batch()
+
+    def _next_batch(self) -> None:
+        """Start a transaction for the waiting jobs, unless one is in flight or waiting."""
+        if self._committing or self._retry is not None:
+            return
+        if self._pending:
+            self._begin_batch()
+        else:
+            assert self._drained is not None
+            self._drained.set()
+
+    def _wait_for_lock(self, batch: list[_Job]) -> bool:
+        """Another process holds the write lock: retry soon, unless it has held it too long."""
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        if self._busy_since is None:
+            self._busy_since = now
+        elif now - self._busy_since > BUSY_TIMEOUT_SECONDS:
+            self._busy_since = None
+            return False
+        self._pending[:0] = batch
+        self._retry = loop.call_later(BUSY_RETRY_SECONDS, self._begin_batch)
+        return True
+
+    def _fail(
+        self,
+        batch: list[_Job],
+        exc: BaseException,
+        settled: Sequence[tuple[_Job, object, BaseException | None]] = (),
+    ) -> None:
+        """Roll back and fail every job of ``batch`` that has not failed on its own already."""
+        conn = self._writer_conn
+        if conn is not None and conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        failed_alone = {id(job) for job, _, error in settled if error is not None}
+        failure = StoreError(f"the transaction failed: {exc}")
+        failure.__cause__ = exc
+        _settle(
+            [o for o in settled if id(o[0]) in failed_alone]
+            + [(job, None, failure) for job in batch if id(job) not in failed_alone]
+        )
 
     # -- writes -----------------------------------------------------------------------------
 
