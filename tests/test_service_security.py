@@ -29,6 +29,7 @@ from grpc_health.v1 import health_pb2
 from pinochle_client import RefereeClient, RefereeError, Session
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.service import auth
 from referee.service.server import add_arguments, settings_from
 from referee.store.base import AuditRow
 from tests.service_helpers import (
@@ -864,3 +865,17 @@ def test_tls_flags_and_environment_reach_the_settings(monkeypatch: pytest.Monkey
         "env-k.pem",
         "",
     )
+
+
+def test_token_hashes_map_to_roles() -> None:
+    """Each stored hash names its role; an empty server credential matches nothing, and a hash
+    shared by two roles (never generated, but possible in a hand-edited database) gets the
+    least powerful one."""
+    callers = auth.callers_by_hash(["s0", "s1", "both"], "both", ["adj", ""])
+    assert callers == {
+        "s0": auth.Caller(auth.SEAT, 0),
+        "s1": auth.Caller(auth.SEAT, 1),
+        "adj": auth.Caller(auth.ADJUDICATOR),
+        "both": auth.Caller(auth.SPECTATOR),
+    }
+    assert auth.callers_by_hash(["x"], "spec", ["x"])["x"] == auth.Caller(auth.ADJUDICATOR)

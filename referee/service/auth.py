@@ -8,7 +8,6 @@ copy of the database does not let anyone act for a seat. Callers send them as
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -49,21 +48,24 @@ def bearer_token(metadata: Iterable[tuple[str, str | bytes]] | None) -> str | No
     return None
 
 
-def identify(
-    token: str,
+def callers_by_hash(
     seat_hashes: Sequence[str],
     spectator_hash: str,
     adjudicator_hashes: Sequence[str],
-) -> Caller | None:
-    """Who ``token`` belongs to in a game, comparing hashes in constant time."""
-    digest = token_hash(token)
-    found: Caller | None = None
+) -> dict[str, Caller]:
+    """Who each token hash of a game belongs to, for one dict lookup per request.
+
+    A lookup by hash needs no constant-time comparison: the hash is SHA-256 of a 256-bit
+    random token, so the time a lookup takes tells a guesser nothing about any token. Should
+    two roles share a hash, the spectator wins over the adjudicator, who wins over a seat
+    (the least powerful role).
+    """
+    found: dict[str, Caller] = {}
     for seat, stored in enumerate(seat_hashes):
-        if hmac.compare_digest(digest, stored):
-            found = Caller(SEAT, seat)
+        found[stored] = Caller(SEAT, seat)
     for stored in adjudicator_hashes:
-        if stored and hmac.compare_digest(digest, stored):
-            found = Caller(ADJUDICATOR)
-    if hmac.compare_digest(digest, spectator_hash):
-        found = Caller(SPECTATOR)
+        if stored:
+            found[stored] = Caller(ADJUDICATOR)
+    found[spectator_hash] = Caller(SPECTATOR)
+    found.pop("", None)
     return found

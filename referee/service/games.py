@@ -41,7 +41,7 @@ from referee.service.auth import (
     SEAT,
     SPECTATOR,
     Caller,
-    identify,
+    callers_by_hash,
     new_token,
     token_hash,
 )
@@ -87,6 +87,7 @@ class LiveGame:
     event_count: int = 0
     salts: dict[int, str] = field(default_factory=dict)  # hand -> salt of its deal (secret)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    callers: dict[str, Caller] | None = None  # token hash -> role, built on first use
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
 
@@ -311,13 +312,14 @@ class GameManager:
             raise ServiceError(
                 grpc.StatusCode.UNAUTHENTICATED, "send authorization: Bearer <token> metadata"
             )
-        record = live.record
-        caller = identify(
-            token,
-            record.seat_token_hashes,
-            record.spectator_token_hash,
-            [record.adjudicator_token_hash, self.server_adjudicator_hash],
-        )
+        if live.callers is None:
+            record = live.record
+            live.callers = callers_by_hash(
+                record.seat_token_hashes,
+                record.spectator_token_hash,
+                [record.adjudicator_token_hash, self.server_adjudicator_hash],
+            )
+        caller = live.callers.get(token_hash(token))
         if caller is None:
             raise ServiceError(
                 grpc.StatusCode.UNAUTHENTICATED, "the token is not valid for this game"
