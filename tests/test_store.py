@@ -25,12 +25,14 @@ import textwrap
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 import pytest_asyncio
 from psycopg import sql as pgsql
 
+from referee.store import sqlite as sqlite_store
 from referee.store.base import (
     GENESIS_HASH,
     AuditRow,
@@ -936,3 +938,68 @@ async def test_sqlite_writes_come_from_the_loop_that_opened_it(tmp_path: Path) -
         assert (await store.get_game("g1")).version == 0
     finally:
         await store.close()
+
+
+async def test_sqlite_a_job_failing_after_a_write_fails_its_whole_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refusals come before a job's first write; an error after one leaves the transaction
+    half-done, so every job of the batch fails and none of it is durable."""
+    store = SqliteStore(tmp_path / "batch.db")
+    await store.open()
+    try:
+        for game_id in ("g0", "g1", "g2"):
+            await new_game(store, game_id)
+        real_insert_audit = sqlite_store._insert_audit
+
+        def failing_insert_audit(conn: sqlite3.Connection, game_id: str, *rest: Any) -> None:
+            if game_id == "g2":
+                raise RuntimeError("disk on fire")
+            real_insert_audit(conn, game_id, *rest)
+
+        monkeypatch.setattr(sqlite_store, "_insert_audit", failing_insert_audit)
+        first = asyncio.ensure_future(store.commit(make_commit("g0", 0)))
+        await asyncio.sleep(0)  # g0's transaction is committing: g1 and g2 form the next batch
+        results = await asyncio.gather(
+            store.commit(make_commit("g1", 0)),
+            store.commit(make_commit("g2", 0)),
+            return_exceptions=True,
+        )
+        assert isinstance(await first, AuditRow)
+        assert all(isinstance(r, StoreError) for r in results), results
+        assert [(await store.get_game(g)).version for g in ("g0", "g1", "g2")] == [1, 0, 0]
+        assert await store.stored_response("g1", "g1-r1") is None
+        monkeypatch.undo()
+        await store.commit(make_commit("g1", 0))  # nothing of the failed batch is left behind
+        assert (await store.verify_audit_log("g1")).intact
+    finally:
+        await store.close()
+
+
+async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
+    """Schema 1 had no games.log_seq: opening fills it from the log, and play continues."""
+    path = tmp_path / "v1.db"
+    store = SqliteStore(path)
+    await store.open()
+    await new_game(store)
+    await store.commit(make_commit("g1", 0, with_deal=True))
+    await store.close()
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE games DROP COLUMN log_seq")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+
+    reopened = SqliteStore(path)
+    await reopened.open()
+    try:
+        await reopened.commit(make_commit("g1", 1))
+        assert [row.seq for row in await reopened.load_log("g1")] == [1, 2, 3, 4]
+    finally:
+        await reopened.close()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        assert conn.execute("SELECT log_seq FROM games").fetchall() == [(4,)]
+    finally:
+        conn.close()

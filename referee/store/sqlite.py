@@ -5,13 +5,13 @@ Threads
     loop that opened the store, and only the ``COMMIT`` (the WAL fsync) runs on a thread. Every
     job that arrives while a ``COMMIT`` is in flight waits in a list; when the ``COMMIT``
     returns, all of them (at most ``max_batch``) go into the next ``BEGIN IMMEDIATE``
-    transaction, each inside its own ``SAVEPOINT`` so that a job that fails (a version conflict,
-    a duplicate id) is rolled back alone, and the next ``COMMIT`` makes them durable together
-    (group commit: one fsync for the whole batch). A job is never acknowledged before the
-    ``COMMIT`` that made it durable has returned; if that ``COMMIT`` fails, every job of the
-    batch fails with :class:`StoreError`. Cancelling a caller that waits does not withdraw its
-    write: once queued it may still commit (a retry of its request_id then finds the stored
-    response).
+    transaction, and the next ``COMMIT`` makes them durable together (group commit: one fsync
+    for the whole batch). A job that is refused (a version conflict, a duplicate id) is refused
+    before its first write, so it fails alone; a job that fails after writing fails the batch.
+    A job is never acknowledged before the ``COMMIT`` that made it durable has returned; if
+    that ``COMMIT`` fails, every job of the batch fails with :class:`StoreError`. Cancelling a
+    caller that waits does not withdraw its write: once queued it may still commit (a retry of
+    its request_id then finds the stored response).
 
     Why not a writer thread that runs the whole transaction: the statements are short C calls,
     and each one releases and retakes the GIL. On a thread, every retake waited for the busy
@@ -130,6 +130,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 1 -> 2: the game row keeps its log's last seq, so a commit reads one row, not MAX(seq).
+    (
+        "ALTER TABLE games ADD COLUMN log_seq INTEGER NOT NULL DEFAULT 0",
+        "UPDATE games SET log_seq ="
+        " (SELECT COALESCE(MAX(seq), 0) FROM log WHERE log.game_id = games.game_id)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -223,13 +229,12 @@ def _log_params(rows: Sequence[LogRow]) -> list[tuple[int, int, str, int | None,
     ]
 
 
-def _insert_log(
-    conn: sqlite3.Connection,
+def _numbered_log(
     game_id: str,
     first_seq: int,
     rows: Sequence[tuple[int, int, str, int | None, str, str]],
-) -> None:
-    """Insert ``rows`` at seq ``first_seq``, ``first_seq + 1``, ... (the store numbers the log; a
+) -> list[tuple[str, int, int, str, int | None, str, str]]:
+    """``rows`` numbered ``first_seq``, ``first_seq + 1``, ... (the store numbers the log; a
     caller's nonzero seq that disagrees means its view of the log diverged, and is refused)."""
     params = []
     for offset, (given, version, kind, seat, payload, events) in enumerate(rows):
@@ -237,6 +242,12 @@ def _insert_log(
         if given not in (0, seq):
             raise StoreError(f"log row seq {given} does not continue the log of {game_id} at {seq}")
         params.append((game_id, seq, version, kind, seat, payload, events))
+    return params
+
+
+def _insert_log(
+    conn: sqlite3.Connection, params: Sequence[tuple[str, int, int, str, int | None, str, str]]
+) -> None:
     conn.executemany(
         "INSERT INTO log (game_id, seq, version, kind, seat, payload, events)"
         " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -347,6 +358,28 @@ def _settle(outcomes: Iterable[tuple[_Job, object, BaseException | None]]) -> No
             future.set_exception(error)
         else:
             future.set_result(value)
+
+
+def _run_job(conn: sqlite3.Connection, job: _Job) -> tuple[_Job, object, BaseException | None]:
+    """Run one job's statements inside the batch's transaction.
+
+    A job that is refused (an unknown game, a stale version, a duplicate request id or game
+    id) raises before its first write: SQLite undoes a failed statement by itself, so the
+    job fails alone and the batch goes on, with no SAVEPOINT per job (two statements fewer
+    on every action). An error after a write, or one that ended the transaction, is raised
+    to fail the whole batch.
+    """
+    changes = conn.total_changes
+    try:
+        return job, job.apply(conn), None
+    except Exception as exc:
+        if conn.total_changes != changes or not conn.in_transaction:
+            raise StoreError(f"a write failed half-way: {exc}") from exc
+        if isinstance(exc, sqlite3.Error):
+            failure = StoreError(f"write failed: {exc}")
+            failure.__cause__ = exc
+            return job, None, failure
+        return job, None, exc
 
 
 def _is_busy(error: sqlite3.Error) -> bool:
@@ -513,25 +546,10 @@ class SqliteStore:
         outcomes: list[tuple[_Job, object, BaseException | None]] = []
         try:
             for job in batch:
-                conn.execute("SAVEPOINT job")
-                try:
-                    value = job.apply(conn)
-                except Exception as exc:
-                    conn.execute("ROLLBACK TO job")
-                    conn.execute("RELEASE job")
-                    if isinstance(exc, sqlite3.Error):
-                        failure: Exception = StoreError(f"write failed: {exc}")
-                        failure.__cause__ = exc
-                        exc = failure
-                    outcomes.append((job, None, exc))
-                else:
-                    conn.execute("RELEASE job")
-                    outcomes.append((job, value, None))
-            if not conn.in_transaction:  # SQLite rolled the whole transaction back
-                raise StoreError("the transaction was rolled back")
+                outcomes.append(_run_job(conn, job))
         except BaseException as exc:
-            # The transaction itself failed (a savepoint, say): nothing of the batch is
-            # durable, so no job of it may succeed.
+            # A job failed after writing, or the transaction itself failed: nothing of the
+            # batch is durable, so no job of it may succeed.
             self._fail(batch, exc, settled=outcomes)
             loop.call_soon(self._next_batch)
             if not isinstance(exc, Exception):
@@ -618,20 +636,20 @@ class SqliteStore:
             game.version,
             int(game.over),
         )
-        rows = _log_params(first_rows)
+        log = _numbered_log(game.game_id, 1, _log_params(first_rows))
 
         def apply(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(
-                    f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head)"
-                    f" VALUES (?{', ?' * 11}, 0, ?)",
-                    (*params, GENESIS_HASH),
+                    f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head, log_seq)"
+                    f" VALUES (?{', ?' * 11}, 0, ?, ?)",
+                    (*params, GENESIS_HASH, len(log)),
                 )
             except sqlite3.IntegrityError as exc:
                 if _game_exists(conn, game.game_id):
                     raise GameExists(game.game_id) from exc
                 raise
-            _insert_log(conn, game.game_id, 1, rows)
+            _insert_log(conn, log)
 
         await self._write(apply)
 
@@ -649,26 +667,17 @@ class SqliteStore:
         response = bytes(commit.response)
 
         def apply(conn: sqlite3.Connection) -> AuditRow:
+            # Every way this job can be refused comes before its first write (see _run_job).
             head = conn.execute(
-                "SELECT version, audit_seq, audit_head FROM games WHERE game_id = ?", (game_id,)
+                "SELECT version, audit_seq, audit_head, log_seq FROM games WHERE game_id = ?",
+                (game_id,),
             ).fetchall()
             if not head:
                 raise UnknownGame(game_id)
-            ((current, audit_seq, audit_head),) = head
+            ((current, audit_seq, audit_head, log_seq),) = head
             if current != commit.expected_version:
                 raise VersionConflict(current)
-            audit = draft.chained(audit_seq + 1, audit_head)
-            updated = conn.execute(
-                "UPDATE games SET version = ?, over = ?, audit_seq = ?, audit_head = ?"
-                " WHERE game_id = ? AND version = ?",
-                (new_version, int(commit.over), audit.seq, audit.hash, game_id, current),
-            ).rowcount
-            if updated != 1:
-                raise VersionConflict(current)
-            ((last_seq,),) = conn.execute(
-                "SELECT COALESCE(MAX(seq), 0) FROM log WHERE game_id = ?", (game_id,)
-            ).fetchall()
-            _insert_log(conn, game_id, last_seq + 1, rows)
+            log = _numbered_log(game_id, log_seq + 1, rows)
             try:
                 conn.execute(
                     "INSERT INTO requests (game_id, request_id, response) VALUES (?, ?, ?)",
@@ -676,6 +685,13 @@ class SqliteStore:
                 )
             except sqlite3.IntegrityError as exc:
                 raise VersionConflict(current) from exc
+            audit = draft.chained(audit_seq + 1, audit_head)
+            conn.execute(
+                "UPDATE games SET version = ?, over = ?, audit_seq = ?, audit_head = ?,"
+                " log_seq = ? WHERE game_id = ?",
+                (new_version, int(commit.over), audit.seq, audit.hash, log[-1][1], game_id),
+            )
+            _insert_log(conn, log)
             _insert_audit(conn, game_id, draft, audit)
             return audit
 
