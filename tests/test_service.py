@@ -437,6 +437,31 @@ async def test_list_legal_actions(srv: Served) -> None:
 # WatchGame
 
 
+async def test_a_watch_ends_at_its_deadline_and_lets_go_of_the_game(srv: Served) -> None:
+    """Issue 4 (deadlines honoured): a stream that outlives its deadline ends with
+    DEADLINE_EXCEEDED on the client, and the server stops waiting for the game's changes."""
+    table = await new_table(srv.client, "partnership", seed="deadline")
+    stream = srv.referee.WatchGame(
+        pb.WatchGameRequest(game_id=table.game_id),
+        metadata=bearer(table.seat_tokens[0]),
+        timeout=0.5,
+    )
+    received = 0
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async for _ in stream:
+            received += 1  # the first deal's events, then the stream waits for more
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert received > 0
+    live = srv.running.games.games[table.game_id]
+    for _ in range(100):  # the server notices the cancelled call within moments
+        if not live.changed._waiters:  # asyncio.Condition has no public count of waiters
+            break
+        await asyncio.sleep(0.01)
+    assert not live.changed._waiters
+    # The game goes on as before.
+    assert (await table.seats[1].submit({"type": "bid", "amount": 250}))["version"] == 1
+
+
 async def test_watch_game_streams_a_seats_events_and_ends_at_game_over(srv: Served) -> None:
     table = await new_table(srv.client, "two-handed", SHORT_GAME["two-handed"], seed="watch")
     streams = [asyncio.create_task(watch_all(table, seat)) for seat in range(2)]
