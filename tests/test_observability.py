@@ -6,6 +6,7 @@ outcome, code, duration and request id; the metrics the issue names count what h
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,9 @@ from grpc_health.v1 import health_pb2
 from prometheus_client import REGISTRY
 
 from referee.service.server import configure_logging
+from referee.store.postgres import PostgresStore
 from tests.service_helpers import health_stub, new_table, quiet_logs, refused, serving
+from tests.test_store import POSTGRES_URL, new_game, postgres_marks, postgres_schema
 
 
 @pytest.fixture
@@ -126,3 +129,26 @@ async def test_metrics_count_rpcs_actions_violations_and_games(tmp_path: Path) -
         "violations": 1,
         "commits": 2,
     }
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+async def test_games_active_follows_the_shared_database(tmp_path: Path, backend: str) -> None:
+    """With replicas, other servers create and finish games: the gauge is recounted from the
+    database, so it also counts a game this server never saw."""
+    del backend
+    with postgres_schema("test_gauge") as schema:
+        async with serving(
+            tmp_path, db=POSTGRES_URL, db_schema=schema, active_games_recount_seconds=0.05
+        ) as srv:
+            await new_table(srv.client, "partnership", seed="here")
+            other = PostgresStore(POSTGRES_URL, schema=schema)  # another replica's store
+            await other.open()
+            try:
+                await new_game(other, "elsewhere")
+            finally:
+                await other.close()
+            for _ in range(100):
+                if _sample("referee_games_active") == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert _sample("referee_games_active") == 2

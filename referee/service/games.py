@@ -304,6 +304,21 @@ class GameManager:
             except Exception:
                 log.exception("catch_up_failed", game_id=game_id)
 
+    async def recount_active_games(self, every: float) -> None:
+        """Set ``referee_games_active`` from the store every ``every`` seconds (until cancelled).
+
+        A replica counts the games it creates and sees end, but with a shared store other
+        replicas create and finish games too; the database's count puts every replica's gauge
+        right again (each reports the same total: aggregate with max, not sum).
+        """
+        log = structlog.get_logger("referee.games")
+        while True:
+            await asyncio.sleep(every)
+            try:
+                metrics.GAMES_ACTIVE.set(await self.store.count_active_games())
+            except Exception:
+                log.warning("active_games_recount_failed", exc_info=True)
+
     # ----------------------------------------------------------------------------------------
     # Who is calling
 

@@ -60,6 +60,9 @@ class Settings:
     tls_key: str = ""
     tls_client_ca: str = ""
     log_format: str = "auto"  # auto | json | console
+    # With a shared store (replicas), referee_games_active is recounted from the database this
+    # often, since other replicas create and finish games too. Not a flag: tests shorten it.
+    active_games_recount_seconds: float = 15.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -270,15 +273,16 @@ class Running:
     health: health.aio.HealthServicer
     store: GameStore
     games: GameManager
-    follower: asyncio.Task[None]
+    background: list[asyncio.Task[None]]  # following the store's changes, recounting games
 
     async def stop(self, grace: float) -> None:
         """NOT_SERVING first so balancers drain us, then finish in-flight calls, then close."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
-        self.follower.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.follower
+        for task in self.background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await self.store.close()
 
 
@@ -322,8 +326,15 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    follower = asyncio.create_task(games.follow_changes(), name="follow-store-changes")
-    return Running(server, port, health_servicer, store, games, follower)
+    background = [asyncio.create_task(games.follow_changes(), name="follow-store-changes")]
+    if games.shared_store:
+        background.append(
+            asyncio.create_task(
+                games.recount_active_games(settings.active_games_recount_seconds),
+                name="recount-active-games",
+            )
+        )
+    return Running(server, port, health_servicer, store, games, background)
 
 
 def tune_gc() -> None:
