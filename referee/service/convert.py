@@ -44,9 +44,9 @@ def json_text(data: Mapping[str, object]) -> str:
 
 
 def dict_to_struct(data: Mapping[str, object]) -> struct_pb2.Struct:
-    """A Struct of JSON-ready data. Views and events are already lists and str-keyed dicts, so
-    the copy through ``_jsonable`` (a third of the cost on SubmitAction's path, measured in
-    bench/service.py) is only made when the fast path refuses a tuple or a non-str key."""
+    """A Struct of JSON-ready data (records, verdicts, descriptors, options). Most of it is
+    already lists and str-keyed dicts, so the copy through ``_jsonable`` is only made when the
+    fast path refuses a tuple or a non-str key."""
     struct = struct_pb2.Struct()
     try:
         struct.update(data)  # type: ignore[arg-type]
