@@ -70,10 +70,11 @@ from referee.store.sqlite import (
     _audit_params,
     _audit_row,
     _AuditDraft,
-    _dumps,
+    _game_params,
     _game_record,
     _log_params,
     _log_row,
+    _numbered_log,
     _verify_chain,
 )
 
@@ -192,22 +193,6 @@ def describe(url: str) -> str:
 
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
-
-
-def _insert_log_params(
-    game_id: str,
-    first_seq: int,
-    rows: Sequence[tuple[int, int, str, int | None, str, str]],
-) -> list[tuple[object, ...]]:
-    """The log rows at seq ``first_seq``, ``first_seq + 1``, ... (a caller's nonzero seq that
-    disagrees means its view of the log diverged, and is refused)."""
-    params: list[tuple[object, ...]] = []
-    for offset, (given, version, kind, seat, payload, events) in enumerate(rows):
-        seq = first_seq + offset
-        if given not in (0, seq):
-            raise StoreError(f"log row seq {given} does not continue the log of {game_id} at {seq}")
-        params.append((game_id, seq, version, kind, seat, payload, events))
-    return params
 
 
 async def _game_exists(conn: Connection, game_id: str) -> bool:
@@ -415,22 +400,8 @@ class PostgresStore:
     # -- writes -----------------------------------------------------------------------------
 
     async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
-        params = (
-            game.game_id,
-            game.variant,
-            _dumps(dict(game.options)),
-            game.first_dealer,
-            _dumps(dict(game.deal_source)),
-            _dumps(list(game.seat_token_hashes)),
-            game.spectator_token_hash,
-            game.adjudicator_token_hash,
-            _dumps(list(game.players)),
-            float(game.created_at),
-            game.version,
-            bool(game.over),
-            GENESIS_HASH,
-        )
-        rows = _insert_log_params(game.game_id, 1, _log_params(first_rows))
+        params = (*_game_params(game), bool(game.over), GENESIS_HASH)
+        rows = _numbered_log(game.game_id, 1, _log_params(first_rows))
 
         async def work(conn: Connection) -> None:
             cursor = await conn.execute(_INSERT_GAME, params)
@@ -479,7 +450,7 @@ class PostgresStore:
             ended = await cursor.fetchone()
             if cursor.rowcount != 1 or ended is None:
                 raise VersionConflict(current)
-            log_params = _insert_log_params(game_id, ended[0] + 1, rows)
+            log_params = _numbered_log(game_id, ended[0] + 1, rows)
             try:
                 async with conn.pipeline():  # the rest in one round trip
                     await cursor.executemany(_INSERT_LOG, log_params)

@@ -229,12 +229,30 @@ def _log_params(rows: Sequence[LogRow]) -> list[tuple[int, int, str, int | None,
     ]
 
 
+def _game_params(game: GameRecord) -> tuple[object, ...]:
+    """A new game's column values in ``_GAME_COLUMNS`` order up to ``version`` (both stores;
+    each adds ``over`` in its own type)."""
+    return (
+        game.game_id,
+        game.variant,
+        _dumps(dict(game.options)),
+        game.first_dealer,
+        _dumps(dict(game.deal_source)),
+        _dumps(list(game.seat_token_hashes)),
+        game.spectator_token_hash,
+        game.adjudicator_token_hash,
+        _dumps(list(game.players)),
+        float(game.created_at),
+        game.version,
+    )
+
+
 def _numbered_log(
     game_id: str,
     first_seq: int,
     rows: Sequence[tuple[int, int, str, int | None, str, str]],
 ) -> list[tuple[str, int, int, str, int | None, str, str]]:
-    """``rows`` numbered ``first_seq``, ``first_seq + 1``, ... (the store numbers the log; a
+    """``rows`` numbered ``first_seq``, ``first_seq + 1``, ... (both stores number the log; a
     caller's nonzero seq that disagrees means its view of the log diverged, and is refused)."""
     params = []
     for offset, (given, version, kind, seat, payload, events) in enumerate(rows):
@@ -622,20 +640,7 @@ class SqliteStore:
     # -- writes -----------------------------------------------------------------------------
 
     async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
-        params = (
-            game.game_id,
-            game.variant,
-            _dumps(dict(game.options)),
-            game.first_dealer,
-            _dumps(dict(game.deal_source)),
-            _dumps(list(game.seat_token_hashes)),
-            game.spectator_token_hash,
-            game.adjudicator_token_hash,
-            _dumps(list(game.players)),
-            float(game.created_at),
-            game.version,
-            int(game.over),
-        )
+        params = (*_game_params(game), int(game.over))
         log = _numbered_log(game.game_id, 1, _log_params(first_rows))
 
         def apply(conn: sqlite3.Connection) -> None:
