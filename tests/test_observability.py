@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,11 @@ import structlog
 from grpc_health.v1 import health_pb2
 from prometheus_client import REGISTRY
 
+from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.server import configure_logging
+from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
-from tests.service_helpers import health_stub, new_table, quiet_logs, refused, serving
+from tests.service_helpers import bearer, health_stub, new_table, quiet_logs, refused, serving
 from tests.test_store import POSTGRES_URL, new_game, postgres_marks, postgres_schema
 
 
@@ -152,3 +154,91 @@ async def test_games_active_follows_the_shared_database(tmp_path: Path, backend:
                     break
                 await asyncio.sleep(0.02)
             assert _sample("referee_games_active") == 2
+
+
+# ----------------------------------------------------------------------------------------------
+# Server faults: never UNKNOWN, never the exception's text
+
+
+async def _raw_error(call: Any) -> grpc.aio.AioRpcError:
+    try:
+        await call
+    except grpc.aio.AioRpcError as error:
+        return error
+    raise AssertionError("the call succeeded")
+
+
+@pytest.mark.usefixtures("json_logs")
+async def test_a_server_fault_is_internal_or_unavailable_and_logged(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "/srv/secret/path AS KS"
+    async with serving(tmp_path) as srv:
+        configure_logging("json")
+        table = await new_table(srv.client, "partnership", seed="faults")
+        games = srv.running.games
+
+        async def broken(*args: object, **kwargs: object) -> Any:
+            raise RuntimeError(secret)
+
+        async def store_down(*args: object, **kwargs: object) -> Any:
+            raise StoreError(secret)
+
+        async def broken_stream(*args: object, **kwargs: object) -> AsyncIterator[Any]:
+            raise RuntimeError(secret)
+            yield  # an async generator, like GameManager.watch
+
+        capfd.readouterr()
+        monkeypatch.setattr(games, "get", broken)
+        monkeypatch.setattr(games, "watch", broken_stream)
+        monkeypatch.setattr(games.store, "commit", store_down)
+        md = bearer(table.seat_tokens[1])
+        read = await _raw_error(
+            srv.referee.GetGame(pb.GetGameRequest(game_id=table.game_id), metadata=md)
+        )
+        watch = await _raw_error(
+            _drain(srv.referee.WatchGame(pb.WatchGameRequest(game_id=table.game_id), metadata=md))
+        )
+        write = await _raw_error(
+            srv.referee.SubmitAction(
+                pb.SubmitActionRequest(
+                    game_id=table.game_id,
+                    action=pb.Action(bid=pb.Bid(amount=250)),
+                    request_id="fault-1",
+                ),
+                metadata=md,
+            )
+        )
+        monkeypatch.undo()
+        # Nothing was applied: the game is where it was, and the same request now succeeds.
+        assert (await table.seats[1].view())["version"] == 0
+        await table.seats[1].submit({"type": "bid", "amount": 250}, request_id="fault-1")
+        lines = _lines(capfd.readouterr().err)
+    assert (read.code(), read.details()) == (
+        grpc.StatusCode.INTERNAL,
+        "internal server error (logged)",
+    )
+    assert (watch.code(), watch.details()) == (read.code(), read.details())
+    assert write.code() == grpc.StatusCode.UNAVAILABLE
+    assert "request_id" in (write.details() or "")
+    for error in (read, watch, write):
+        assert secret not in f"{error.details()} {error.debug_error_string()}"
+    failed = [line for line in lines if line.get("event") == "rpc_failed"]
+    assert len(failed) == 3 and all(secret in json.dumps(line) for line in failed)
+    outcomes = [
+        (line["rpc"], line.get("outcome"), line.get("code"), line["grpc_code"])
+        for line in lines
+        if line.get("event") == "rpc"
+    ]
+    assert outcomes == [
+        ("GetGame", "failed", "INTERNAL", "INTERNAL"),
+        ("WatchGame", "failed", "INTERNAL", "INTERNAL"),
+        ("SubmitAction", "failed", "STORE_UNAVAILABLE", "UNAVAILABLE"),
+        ("GetGame", None, None, "OK"),
+        ("SubmitAction", "accepted", None, "OK"),
+    ]
+
+
+async def _drain(stream: Any) -> None:
+    async for _ in stream:
+        pass

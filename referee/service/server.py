@@ -35,7 +35,7 @@ from referee.service import logline, metrics
 from referee.service.auth import token_hash
 from referee.service.games import GameManager
 from referee.service.servicers import RefereeServicer, RulesServicer
-from referee.store.base import GameStore
+from referee.store.base import GameStore, StoreError
 
 ENV_PREFIX = "PINOCHLE_REFEREE_"
 GC_THRESHOLD = 20_000  # allocations between first-generation collections (CPython's default: 700)
@@ -195,7 +195,11 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:  # type: ignore[type-arg]
                 with self._observe(service, name, context):
-                    return await inner(request, context)
+                    try:
+                        return await inner(request, context)
+                    except Exception as error:
+                        await self._fail(error, context)
+                        raise
 
             return grpc.unary_unary_rpc_method_handler(
                 unary,
@@ -207,12 +211,20 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # type: ignore[type-arg]
                 with self._observe(service, name, context):
-                    async for item in inner_stream(request, context):
-                        yield item
+                    try:
+                        async for item in inner_stream(request, context):
+                            yield item
+                    except Exception as error:
+                        await self._fail(error, context)
+                        raise
 
             async def written(request: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
                 with self._observe(service, name, context):
-                    await inner_stream(request, context)
+                    try:
+                        await inner_stream(request, context)
+                    except Exception as error:
+                        await self._fail(error, context)
+                        raise
 
             # Issue 4 (gRPC health): a handler that sends with ``context.write`` (the health
             # service's Watch) is a coroutine, not an async generator; wrapping it in
@@ -224,6 +236,30 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             )
         return handler
 
+    async def _fail(self, error: Exception, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
+        """Turn a server fault into a status a client can act on, never ``UNKNOWN``.
+
+        A refusal has set its status already (``context.abort_with_status`` in ``_guard``):
+        it passes through. Anything else is a fault of the server, not of the client: it is
+        logged with its traceback and answered ``UNAVAILABLE`` when the store failed (a retry
+        with the same ``request_id`` is safe: it returns the stored response if the write did
+        land) or ``INTERNAL`` otherwise, with a fixed message, so no exception text, path or
+        card reaches the caller. Left alone, grpc.aio would answer ``UNKNOWN`` with the
+        exception's text.
+        """
+        status = context.code()
+        if isinstance(error, grpc.aio.AbortError) or status not in (None, grpc.StatusCode.OK):
+            return
+        self.log.exception("rpc_failed", **logline.current())
+        if isinstance(error, StoreError):
+            logline.annotate(outcome="failed", code="STORE_UNAVAILABLE")
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                "the game store failed; retrying with the same request_id is safe",
+            )
+        logline.annotate(outcome="failed", code="INTERNAL")
+        await context.abort(grpc.StatusCode.INTERNAL, "internal server error (logged)")
+
     @contextlib.contextmanager
     def _observe(self, service: str, name: str, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def,type-arg]
         line = logline.begin(rpc=name)
@@ -234,14 +270,9 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         except asyncio.CancelledError:
             code = "CANCELLED"
             raise
-        except Exception as error:
+        except Exception:
             status = context.code()
-            if status is None or status == grpc.StatusCode.OK:
-                code = "INTERNAL"
-                if not isinstance(error, grpc.aio.AbortError):
-                    self.log.exception("rpc_failed", **logline.current())
-            else:
-                code = status.name
+            code = "INTERNAL" if status is None or status == grpc.StatusCode.OK else status.name
             raise
         finally:
             if code == "OK":
