@@ -232,6 +232,72 @@ async def test_authorization_matrix(srv: Served) -> None:
         assert (await table.adj.view())["version"] == version, where
 
 
+# One action of every A.4 type, well-formed for a partnership game (RULES.md A.4: the two-handed
+# meld form with a name is malformed here, and MALFORMED_ACTION comes before NOT_YOUR_TURN).
+EVERY_ACTION_TYPE: tuple[dict[str, Any], ...] = (
+    {"type": "bid", "amount": 250},
+    {"type": "pass"},
+    {"type": "pass", "help": True},
+    {"type": "bid_or_redeal"},
+    {"type": "declare_trump", "suit": "H"},
+    {"type": "pass_cards", "cards": ["AS", "AH", "AD", "AC"]},
+    {"type": "discard", "cards": ["AS", "AH", "AD", "AC"]},
+    {"type": "meld", "cards": ["AS", "KS", "QS", "JS", "10S"]},
+    {"type": "exchange_dix"},
+    {"type": "concede"},
+    {"type": "draw", "turn_up": True},
+    {"type": "play", "card": "AS"},
+)
+LEGAL_FOR_SEAT1_NOW = (
+    {"type": "bid", "amount": 250},
+    {"type": "pass"},
+    {"type": "pass", "help": True},
+)
+
+
+async def test_every_action_type_against_every_caller(srv: Served) -> None:
+    """The matrix for every action type: only the seat to act may act, and only with a legal
+    action; every other seat is NOT_YOUR_TURN whatever the action (a concession, not bound to
+    turn order, is WRONG_PHASE before meld); a spectator or adjudicator
+    is PERMISSION_DENIED and a missing or foreign token UNAUTHENTICATED. Nothing changes, and
+    every attempt is one refused audit entry."""
+    table = await new_table(srv.client, "partnership", seed="matrix")
+    assert await _turn(table) == 1
+    callers = await _callers(srv, table)
+    attempts = 0
+    for caller in callers:
+        md = bearer(caller.token)
+        for action in EVERY_ACTION_TYPE:
+            if caller.name == "seat1" and action in LEGAL_FOR_SEAT1_NOW:
+                continue
+            where = f"{caller.name} {action}"
+            request = pb.SubmitActionRequest(
+                game_id=table.game_id, action=raw_action(action), expected_version=0
+            )
+            error = await refused(srv.referee.SubmitAction(request, metadata=md))
+            attempts += 1
+            if caller.name == "seat1":
+                assert error.code == grpc.StatusCode.FAILED_PRECONDITION, where
+                assert error.reason not in ("NOT_YOUR_TURN", ""), where
+            elif caller.role == "seat":
+                # A.7 item 4: a concession is not bound to turn order; before meld it is
+                # WRONG_PHASE for everyone.
+                expected = "WRONG_PHASE" if action["type"] == "concede" else "NOT_YOUR_TURN"
+                assert (error.code, error.reason) == (
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    expected,
+                ), where
+            elif caller.role:
+                assert error.code == grpc.StatusCode.PERMISSION_DENIED, where
+            else:
+                assert error.code == grpc.StatusCode.UNAUTHENTICATED, where
+    view = await table.adj.view()
+    assert view["version"] == 0 and view["hand"]["auction"] == []
+    log = await table.adj.audit_log()
+    assert len(log) == attempts
+    assert all(entry["outcome"] == "AUDIT_OUTCOME_REFUSED" for entry in log)
+
+
 async def test_a_game_token_is_worthless_in_another_game_and_creation(srv: Served) -> None:
     table = await new_table(srv.client, "partnership", seed="a")
     other = await new_table(srv.client, "partnership", seed="a")
