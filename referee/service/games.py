@@ -9,10 +9,12 @@ one database), and only changes its in-memory copy after the commit is durable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import grpc
 import structlog
@@ -61,6 +63,8 @@ from referee.store.base import (
 
 MAX_REQUEST_ID = 128
 RECENT_EVENTS = 512  # events kept in memory per game for WatchGame; older ones come from the store
+
+T = TypeVar("T")
 
 
 def _deal_source(mode: Mapping[str, object]) -> DealSource:
@@ -274,9 +278,7 @@ class GameManager:
             if row.kind == "deal":
                 deal = parse_deal(row.payload["deal"], "deal")
                 state, _ = start_hand(state, deal)
-                hand = row.payload["hand"]
-                assert isinstance(hand, int)
-                live.salts[hand] = str(row.payload["salt"])
+                _remember_salt(live, row)
             else:
                 assert row.seat is not None
                 state, _ = apply(state, row.seat, decode_action(row.payload))
@@ -488,7 +490,6 @@ class GameManager:
                 first_event=first_event + len(stored_events),
             )
             rows.append(deal_row)
-            live.salts[new_state.hands_completed] = str(deal_row.payload["salt"])
         all_events = [e for row in rows for e in row.events]
         caller = Caller(SEAT, seat)
         response = pb.SubmitActionResponse(
@@ -497,19 +498,44 @@ class GameManager:
             events=[stored_event_to_proto(e) for e in all_events if self.visible(caller, e)],
         )
         audit = self._audit_row(live, seat, canonical, "accepted", "", key, new_state.version)
+        commit = Commit(
+            game_id=game_id,
+            expected_version=state.version,
+            rows=rows,
+            audit=audit,
+            request_id=key or f"{seat}:auto:{secrets.token_hex(8)}",
+            response=response.SerializeToString(),
+            over=new_state.over,
+        )
+        # Issue 4 ("nothing acknowledged is ever lost", "a retried request_id returns the stored
+        # response"): gRPC cancels this handler when the client's deadline expires or it goes
+        # away, but a commit handed to the store may still become durable (the store does not
+        # withdraw it). Were the in-memory update then skipped, this replica would stay a version
+        # behind the database: GetGame stale, watchers not told, and the retry ABORTED instead of
+        # answered. So the commit and the update run to their end together, and the caller's
+        # ``live.lock`` stays held until they have (see ``_finish_despite_cancellation``).
+        return await _finish_despite_cancellation(
+            self._commit_and_apply(live, commit, new_state, all_events, response, kind)
+        )
+
+    async def _commit_and_apply(
+        self,
+        live: LiveGame,
+        commit: Commit,
+        new_state: GameState,
+        all_events: Sequence[Mapping[str, object]],
+        response: pb.SubmitActionResponse,
+        kind: str,
+    ) -> pb.SubmitActionResponse:
+        """Make ``commit`` durable, then (only then) move ``live`` to ``new_state``.
+
+        Runs under the game's lock and must not be interrupted between the two steps: see
+        ``_finish_despite_cancellation``. A version conflict (another replica committed first)
+        changes nothing but folding in that replica's rows.
+        """
         started = time.perf_counter()
         try:
-            await self.store.commit(
-                Commit(
-                    game_id=game_id,
-                    expected_version=state.version,
-                    rows=rows,
-                    audit=audit,
-                    request_id=key or f"{seat}:auto:{secrets.token_hex(8)}",
-                    response=response.SerializeToString(),
-                    over=new_state.over,
-                )
-            )
+            await self.store.commit(commit)
         except VersionConflict as conflict:
             await self._catch_up(live)
             raise ServiceError(
@@ -520,8 +546,11 @@ class GameManager:
             ) from None
         metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
         metrics.actions(live.rules.variant, kind, "accepted").inc()
+        for row in commit.rows:
+            if row.kind == "deal":
+                _remember_salt(live, row)
         live.state = new_state
-        live.last_seq = rows[-1].seq
+        live.last_seq = commit.rows[-1].seq
         live.events.extend(all_events)
         live.event_count += len(all_events)
         del live.events[:-RECENT_EVENTS]
@@ -657,6 +686,41 @@ class GameManager:
     async def verify_audit_log(self, game_id: str, token: str | None) -> AuditVerification:
         await self.get(game_id, token)
         return await self.store.verify_audit_log(game_id)
+
+
+def _remember_salt(live: LiveGame, deal_row: LogRow) -> None:
+    """Keep a committed deal's salt: it stays secret until its hand ends, then is revealed."""
+    hand = deal_row.payload["hand"]
+    assert isinstance(hand, int)
+    live.salts[hand] = str(deal_row.payload["salt"])
+
+
+async def _finish_despite_cancellation(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` to its end even if the caller is cancelled meanwhile, then pass the
+    cancellation on.
+
+    ``work`` runs as a task of its own under ``asyncio.shield``, so cancelling the caller does
+    not cancel it. The caller does not return early either: it waits for ``work`` (ignoring
+    further cancellations) before re-raising ``CancelledError``. That matters because the caller
+    holds the game's lock in an ``async with``: leaving it early would release the lock while
+    ``work`` still changes the game, and the next submission would run against the old state.
+    ``work``'s own cancellation (the loop shutting down) is passed on at once.
+    """
+    task = asyncio.get_running_loop().create_task(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([task])
+        failure = None if task.cancelled() else task.exception()  # retrieved: nobody awaits it
+        if failure is not None and not isinstance(failure, ServiceError):
+            # The caller is gone, so the store's failure (nothing committed; a retry will tell)
+            # would pass silently: log it.
+            structlog.get_logger("referee.games").warning(
+                "commit_failed_after_cancel", exc_info=failure
+            )
+        raise
 
 
 def _audience(value: object) -> str | int:

@@ -1,0 +1,175 @@
+"""SubmitAction cancelled by its deadline (issue 4: "nothing acknowledged is ever lost", "a
+retried request_id returns the stored response and is applied once", "deadlines honoured").
+
+gRPC cancels the handler when the client's deadline expires. Once the store has the commit it may
+still make it durable, so the server must finish that commit and its in-memory update anyway;
+when the cancellation comes before the commit, nothing may change. Either way a retry with the
+same request_id ends with the action applied exactly once.
+
+The store's commit is held on an ``asyncio.Event`` the test opens itself, so nothing here
+depends on how fast the machine is: sleeps only give the server time to notice the cancellation,
+and every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.service.errors import ServiceError
+from referee.service.games import GameManager
+from referee.store.base import AuditRow, Commit
+from tests.service_helpers import Served, Table, bearer, new_table, raw_action, serving
+
+BID = {"type": "bid", "amount": 250}  # seat 1 opens the auction at version 0
+PASS = {"type": "pass"}
+BOUND = 10.0  # seconds: the most any wait below may take before the test fails
+
+
+@pytest_asyncio.fixture
+async def srv(tmp_path: Path) -> AsyncIterator[Served]:
+    async with serving(tmp_path) as served:
+        yield served
+
+
+async def submit(
+    srv: Served,
+    table: Table,
+    seat: int,
+    action: dict[str, Any],
+    version: int,
+    request_id: str,
+    timeout: float = BOUND,
+) -> pb.SubmitActionResponse:
+    return await srv.referee.SubmitAction(
+        pb.SubmitActionRequest(
+            game_id=table.game_id,
+            action=raw_action(action),
+            expected_version=version,
+            request_id=request_id,
+        ),
+        metadata=bearer(table.seat_tokens[seat]),
+        timeout=timeout,
+    )
+
+
+async def deadline_expires(call: Awaitable[Any]) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def accepted_ids(table: Table) -> list[str]:
+    return [
+        e.get("request_id", "")
+        for e in await table.adj.audit_log()
+        if e["outcome"] == "AUDIT_OUTCOME_ACCEPTED"
+    ]
+
+
+async def next_event(stream: AsyncIterator[dict[str, Any]], version: int) -> dict[str, Any]:
+    """The first event of ``version`` on a watch stream (events of earlier versions skipped)."""
+
+    async def find() -> dict[str, Any]:
+        async for item in stream:
+            event: dict[str, Any] = item.get("event", {})
+            if event.get("version") == version:
+                return event
+        raise AssertionError("the stream ended")
+
+    return await asyncio.wait_for(find(), BOUND)
+
+
+@pytest.mark.parametrize("held", ["before", "after"])
+async def test_a_commit_under_way_when_the_deadline_expires_is_finished(
+    srv: Served, monkeypatch: pytest.MonkeyPatch, held: str
+) -> None:
+    """The store's commit is held either before it reaches the store or after it is durable;
+    the client's deadline expires meanwhile. The server finishes the commit and its in-memory
+    update, and keeps the game locked until then."""
+    table = await new_table(srv.client, "partnership", seed="cancel")
+    watch = table.adj.watch(0)
+    assert (await next_event(watch, 0))["kind"]  # the stream is up before the action
+    store = srv.running.games.store
+    original: Callable[[Commit], Awaitable[AuditRow]] = store.commit
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    async def slow_commit(commit: Commit) -> AuditRow:
+        if held == "before":
+            entered.set()
+            await asyncio.wait_for(gate.wait(), BOUND)
+            return await original(commit)
+        row = await original(commit)
+        entered.set()
+        await asyncio.wait_for(gate.wait(), BOUND)
+        return row
+
+    monkeypatch.setattr(store, "commit", slow_commit)
+    await deadline_expires(submit(srv, table, 1, BID, 0, "bid-1", timeout=0.1))
+    assert entered.is_set()  # the manager had handed the commit over
+    await asyncio.sleep(0.3)  # the server cancels its handler meanwhile
+    # Another action at the next version waits for the game's lock: the cancelled call still
+    # holds it (were it released, this one would meet version 0 and be ABORTED).
+    follower = asyncio.create_task(submit(srv, table, 2, PASS, 1, "pass-2"))
+    await asyncio.sleep(0.2)
+    assert not follower.done()
+    gate.set()
+    monkeypatch.undo()
+
+    assert (await follower).version == 2
+    assert (await table.adj.view())["version"] == 2
+    assert (await next_event(watch, 1))["kind"] == "call"  # watchers were told
+    # The retry, still at version 0, gets the stored response; the bid is not applied again.
+    retry = await submit(srv, table, 1, BID, 0, "bid-1")
+    assert retry.version == 1
+    assert [e.kind for e in retry.events] == ["call"]
+    assert (await table.adj.view())["version"] == 2
+    assert await accepted_ids(table) == ["bid-1", "pass-2"]
+    assert (await submit(srv, table, 3, PASS, 2, "pass-3")).version == 3
+    assert await table.adj.verify_audit_log()
+
+
+async def test_a_call_cancelled_before_its_commit_changes_nothing(srv: Served) -> None:
+    """Cancelled while it waits for the game's lock, the call never reaches the store: the game
+    stays where it was, and the retry applies the action once."""
+    table = await new_table(srv.client, "partnership", seed="cancel-early")
+    live = srv.running.games.games[table.game_id]
+    async with live.lock:  # as if another action of the game were being committed
+        await deadline_expires(submit(srv, table, 1, BID, 0, "bid-1", timeout=0.1))
+        for _ in range(int(BOUND / 0.01)):  # the server notices the cancelled call
+            if not live.lock._waiters:  # asyncio.Lock has no public count of waiters
+                break
+            await asyncio.sleep(0.01)
+        assert not live.lock._waiters
+    assert (await table.adj.view())["version"] == 0
+    assert await accepted_ids(table) == []
+
+    assert (await submit(srv, table, 1, BID, 0, "bid-1")).version == 1
+    again = await submit(srv, table, 1, BID, 0, "bid-1")  # a second retry: the stored response
+    assert again.version == 1
+    assert (await table.adj.view())["version"] == 1
+    assert await accepted_ids(table) == ["bid-1"]
+    assert (await submit(srv, table, 2, PASS, 1, "pass-2")).version == 2
+
+
+async def test_a_version_conflict_still_catches_up_and_is_aborted(srv: Served) -> None:
+    """The store's version check still refuses a stale replica's commit: that replica folds in
+    the rows it missed and answers ABORTED with the current version."""
+    table = await new_table(srv.client, "partnership", seed="conflict")
+    other = GameManager(srv.running.store)  # a second replica that never refreshes first
+    live = await other.load(table.game_id)
+    assert (await submit(srv, table, 1, BID, 0, "bid-1")).version == 1
+    assert live.state.version == 0
+    with pytest.raises(ServiceError) as caught:
+        await other.submit(table.game_id, table.seat_tokens[1], BID, 0, "bid-again")
+    assert caught.value.code == grpc.StatusCode.ABORTED
+    assert caught.value.reason == "STALE_VERSION"
+    assert live.state.version == 1 and not live.lock.locked()
+    assert await accepted_ids(table) == ["bid-1"]
