@@ -11,7 +11,7 @@ import asyncio
 import logging
 import random
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,26 @@ from pinochle_client import RefereeClient, RefereeError, SeatSession
 from rich.console import Console
 
 
+def playable(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The legal-action entries a bot can turn into a concrete action.
+
+    A two-handed lead may also be the card about to be drawn: that entry is the descriptor
+    ``{"type": "play", "drawn_card": true}`` (RULES.md A.8 item 2), not a card, because which
+    card it is stays hidden until the draw. A bot cannot name it, so it leads a card it holds.
+    """
+    return [entry for entry in entries if not entry.get("drawn_card")]
+
+
 def choose(entry: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
-    """A concrete action for a legal-action entry; the bots bid rarely and concede never."""
+    """A concrete action for a legal-action entry (A.10 item 2); the bots bid the minimum.
+
+    Descriptor entries (a bid range, cards to pass, discard or meld from) become one action they
+    allow; concrete entries are sent as they are. The ``drawn_card`` entry names no card: drop
+    it with ``playable`` first.
+    """
     kind = entry["type"]
+    if kind == "play" and entry.get("drawn_card"):
+        raise ValueError("the drawn-card lead names no card: filter entries with playable()")
     if kind == "bid":
         return {"type": "bid", "amount": entry["min"]}
     if kind in ("pass_cards", "discard"):
@@ -32,16 +49,22 @@ def choose(entry: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
     return dict(entry)
 
 
-def _pick(entries: list[dict[str, Any]], rng: random.Random) -> dict[str, Any]:
-    kinds = {e["type"] for e in entries}
+def bot_action(entries: Sequence[Mapping[str, Any]], rng: random.Random) -> dict[str, Any]:
+    """The demo bot's concrete action from a seat's legal actions (as ``ListLegalActions``
+    returns them): it bids rarely, melds often and concedes never (unless that is all it may do).
+    """
+    usable = playable(entries)
+    if not usable:
+        raise ValueError(f"no legal action the bot can name among {list(entries)}")
+    kinds = {e["type"] for e in usable}
     if "bid" in kinds and "pass" in kinds and rng.random() < 0.75:
-        return next(e for e in entries if e["type"] == "pass")
-    if len(entries) > 1:
-        entries = [e for e in entries if e["type"] != "concede"]
-    melds = [e for e in entries if e["type"] in ("meld", "exchange_dix")]
+        return choose(next(e for e in usable if e["type"] == "pass"), rng)
+    if len(usable) > 1:
+        usable = [e for e in usable if e["type"] != "concede"] or usable
+    melds = [e for e in usable if e["type"] in ("meld", "exchange_dix")]
     if melds and rng.random() < 0.8:
-        return rng.choice(melds)
-    return rng.choice(entries)
+        return choose(rng.choice(melds), rng)
+    return choose(rng.choice(usable), rng)
 
 
 async def play_game(
@@ -61,10 +84,10 @@ async def play_game(
             break
         acted = False
         for seat_number, seat in enumerate(seats):
-            entries = await seat.legal_actions()
+            entries = playable(await seat.legal_actions())
             if not entries:
                 continue
-            action = choose(_pick(entries, rng), rng)
+            action = bot_action(entries, rng)
             try:
                 result = await seat.submit(action)
             except RefereeError as error:  # another seat acted first: try again

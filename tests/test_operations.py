@@ -1,0 +1,316 @@
+"""Operations (issue 4): SIGINT shutdown, log formats, the metrics endpoint, the active-games
+gauge, default settings, the adjudicator token file, and the secure shuffle behind real deals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import os
+import random
+import re
+import secrets
+import signal
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import structlog
+from grpc_health.v1 import health_pb2
+from pinochle_client import RefereeClient
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+import referee.engine.game
+from referee.cli import build_parser
+from referee.engine.game import secure_shuffle
+from referee.service.server import ENV_PREFIX, Settings, configure_logging, settings_from
+from tests.service_helpers import (
+    SHORT_GAME,
+    free_port,
+    health_stub,
+    new_table,
+    play,
+    refused,
+    serving,
+)
+from tests.test_service_crash import running
+
+# ----------------------------------------------------------------------------------------------
+# Shutdown
+
+
+async def test_sigint_reports_not_serving_then_exits_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal: the same graceful shutdown as SIGTERM."""
+    log = tmp_path / "server.log"
+    with running(tmp_path / "referee.db", free_port(), log, "--grace-seconds", "1") as server:
+        await server.wait_serving()
+        async with RefereeClient(server.address) as client:
+            game = await client.create_game("partnership", seed="int")
+            await client.seat(game.game_id, game.seat_tokens[1]).submit({"type": "pass"})
+            watch = health_stub(client.channel).Watch(health_pb2.HealthCheckRequest(service=""))
+            statuses = [(await anext(aiter(watch))).status]
+            assert statuses == [health_pb2.HealthCheckResponse.SERVING]
+            server.process.send_signal(signal.SIGINT)
+            try:
+                async for update in watch:
+                    statuses.append(update.status)
+            except grpc.aio.AioRpcError as error:
+                assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+            assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses
+        assert await asyncio.to_thread(server.process.wait, 15) == 0
+        text = log.read_text()
+        assert '"shutting_down"' in text and '"stopped"' in text
+        assert "Traceback" not in text and "KeyboardInterrupt" not in text
+
+
+# ----------------------------------------------------------------------------------------------
+# Log formats
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """Let a test reconfigure structlog; the configuration before it is put back afterwards."""
+    saved = structlog.get_config()
+    saved["processors"] = list(saved["processors"])
+    try:
+        yield
+    finally:
+        structlog.reset_defaults()
+        structlog.configure(**saved)
+
+
+def _log_lines(log_format: str, capfd: pytest.CaptureFixture[str]) -> list[str]:
+    capfd.readouterr()
+    configure_logging(log_format)
+    log = structlog.get_logger("referee.test")
+    log.info("first_check", answer=42, game="g1")
+    log.warning("second_check", seat=3)
+    return [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_console_logs_are_readable_lines(capfd: pytest.CaptureFixture[str]) -> None:
+    lines = [ANSI.sub("", line) for line in _log_lines("console", capfd)]
+    assert len(lines) == 2, lines
+    for line in lines:
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(line)
+    first, second = lines
+    assert "first_check" in first and "answer=42" in first and "game=g1" in first
+    assert "info" in first and re.match(r"\d{4}-\d\d-\d\dT", first)
+    assert "second_check" in second and "seat=3" in second and "warn" in second
+
+
+@pytest.mark.parametrize("log_format", ["json", "auto"])  # auto: stderr is not a terminal here
+@pytest.mark.usefixtures("restored_logging")
+def test_json_logs_are_one_object_per_line(
+    log_format: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    lines = [json.loads(line) for line in _log_lines(log_format, capfd)]
+    assert [(line["event"], line["level"]) for line in lines] == [
+        ("first_check", "info"),
+        ("second_check", "warning"),
+    ]
+    assert (lines[0]["answer"], lines[0]["game"], lines[1]["seat"]) == (42, "g1", 3)
+    assert all(line["timestamp"].endswith("Z") for line in lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# Metrics
+
+SERVICE = "pinochle.referee.v1.RefereeService"
+ISSUE_METRICS = (
+    "grpc_server_handled_total",
+    "grpc_server_handling_seconds",
+    "referee_actions_total",
+    "referee_violations_total",
+    "referee_games_active",
+    "referee_store_commit_seconds",
+)
+
+
+async def _scrape(url: str, timeout: float = 15.0) -> str:
+    """The metrics page; the HTTP server starts just after the gRPC one reports SERVING."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            with await asyncio.to_thread(urllib.request.urlopen, url, timeout=5) as response:
+                body: bytes = response.read()
+                return body.decode()
+        except OSError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def test_the_metrics_endpoint_serves_the_issues_metrics(tmp_path: Path) -> None:
+    metrics_port = free_port()
+    log = tmp_path / "server.log"
+    extra = ("--metrics-port", str(metrics_port))
+    with running(tmp_path / "referee.db", free_port(), log, *extra) as server:
+        await server.wait_serving()
+        async with RefereeClient(server.address) as client:
+            table = await new_table(client, "partnership", seed="scrape")
+            await table.seats[1].submit({"type": "bid", "amount": 250})
+            error = await refused(table.seats[3].submit({"type": "pass"}, expected_version=1))
+            assert error.reason == "NOT_YOUR_TURN"
+        text = await _scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    names = {name for name, _ in samples}
+    for metric in ISSUE_METRICS:
+        assert metric in names or f"{metric}_count" in names, f"{metric} missing"
+    submit = (("grpc_method", "SubmitAction"), ("grpc_service", SERVICE))
+    assert samples["grpc_server_handled_total", (("grpc_code", "OK"), *submit)] == 1
+    assert samples["grpc_server_handling_seconds_count", submit] == 2
+    bid = (("action", "bid"), ("result", "accepted"), ("variant", "partnership"))
+    assert samples["referee_actions_total", bid] == 1
+    assert samples["referee_violations_total", (("code", "NOT_YOUR_TURN"),)] == 1
+    assert samples["referee_games_active", ()] == 1
+    assert samples["referee_store_commit_seconds_count", ()] == 1
+
+
+def _games_active() -> float:
+    value = REGISTRY.get_sample_value("referee_games_active")
+    assert value is not None
+    return value
+
+
+async def test_games_active_drops_when_a_game_ends(tmp_path: Path) -> None:
+    async with serving(tmp_path) as srv:
+        before = _games_active()
+        table = await new_table(srv.client, "two-handed", SHORT_GAME["two-handed"], seed="gauge")
+        assert _games_active() == before + 1
+        await play(table, random.Random(5))
+        assert (await table.adj.view())["over"]
+        assert _games_active() == before
+
+
+# ----------------------------------------------------------------------------------------------
+# Settings
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """No PINOCHLE_REFEREE_* variables (the parser reads them as its defaults)."""
+    for name in list(os.environ):
+        if name.startswith(ENV_PREFIX):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def _serve_settings(*flags: str) -> Settings:
+    return settings_from(build_parser().parse_args(["serve", *flags]))
+
+
+def test_serve_defaults_without_flags_or_environment(clean_env: pytest.MonkeyPatch) -> None:
+    del clean_env
+    settings = _serve_settings()
+    assert (settings.host, settings.port, settings.db, settings.metrics_port) == (
+        "127.0.0.1",
+        50051,
+        "./data/referee.db",
+        9464,
+    )
+    assert settings.adjudicator_token == ""
+    assert settings == Settings()
+
+
+def test_environment_variables_set_what_flags_do_not(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv(ENV_PREFIX + "PORT", "6000")
+    clean_env.setenv(ENV_PREFIX + "METRICS_PORT", "0")
+    settings = _serve_settings("--port", "7000")
+    assert (settings.port, settings.metrics_port) == (7000, 0)  # the flag wins
+
+
+def test_the_adjudicator_token_file_is_read_without_its_newline(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    token_file = tmp_path / "adjudicator.token"
+    token_file.write_text("file-token-0123456789\n", encoding="utf-8")
+    by_flag = _serve_settings("--adjudicator-token-file", str(token_file))
+    assert by_flag.adjudicator_token == "file-token-0123456789"
+    clean_env.setenv(ENV_PREFIX + "ADJUDICATOR_TOKEN_FILE", str(token_file))
+    assert _serve_settings().adjudicator_token == "file-token-0123456789"
+
+
+async def test_a_token_read_from_a_file_is_the_adjudicator_credential(
+    tmp_path: Path, clean_env: pytest.MonkeyPatch
+) -> None:
+    """The stripped token is the credential the server accepts."""
+    token_file = tmp_path / "adjudicator.token"
+    token_file.write_text("file-token-0123456789\r\n", encoding="utf-8")
+    clean_env.setenv(ENV_PREFIX + "ADJUDICATOR_TOKEN_FILE", str(token_file))
+    token = _serve_settings().adjudicator_token
+    async with serving(tmp_path, adjudicator_token=token) as srv:
+        created = await srv.client.create_game("partnership", seed="token-file")
+        view = await srv.client.session(created.game_id, "file-token-0123456789").view()
+        assert view["role"] == "adjudicator" and len(view["hand"]["hands"]) == 4
+        await refused(srv.client.session(created.game_id, "file-token-012345678").view())
+
+
+# ----------------------------------------------------------------------------------------------
+# The shuffle behind real deals (RULES.md A.10 item 4: Fisher-Yates from the last index down)
+
+
+class _Recorder:
+    """Stands in for ``secrets.randbelow``: records each bound, answers from a script."""
+
+    def __init__(self, answers: list[int] | None = None) -> None:
+        self.bounds: list[int] = []
+        self.answers = answers
+
+    def __call__(self, bound: int) -> int:
+        self.bounds.append(bound)
+        if self.answers is None:
+            return 0
+        answer = self.answers[len(self.bounds) - 1]
+        assert 0 <= answer < bound
+        return answer
+
+
+def test_secure_shuffle_draws_from_the_operating_systems_csprng() -> None:
+    # The module it calls is the standard library's secrets (os.urandom), not random's
+    # Mersenne Twister; the tests below count its calls, so a shuffle that draws from anywhere
+    # else fails them.
+    assert vars(referee.engine.game)["secrets"] is secrets
+
+
+@pytest.mark.parametrize("size", [48, 80])
+def test_secure_shuffle_is_fisher_yates_with_unbiased_bounds(
+    size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = _Recorder()
+    monkeypatch.setattr(secrets, "randbelow", recorder)
+    deck = list(range(size))
+    shuffled = secure_shuffle(deck)
+    # j uniform in [0, i] for i = n-1 down to 1: exactly n-1 draws, bounds n, n-1, ..., 2.
+    assert recorder.bounds == list(range(size, 1, -1))
+    assert deck == list(range(size))  # the input is not modified
+    assert sorted(shuffled) == deck
+
+
+def test_every_permutation_comes_from_exactly_one_draw_sequence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With uniform draws each of the n! orders is equally likely: the map from draw sequences
+    (n * (n-1) * ... * 2 of them) to orders is a bijection."""
+    size = 5
+    orders: list[tuple[int, ...]] = []
+    for draws in itertools.product(*(range(i + 1) for i in range(size - 1, 0, -1))):
+        recorder = _Recorder(list(draws))
+        monkeypatch.setattr(secrets, "randbelow", recorder)
+        orders.append(tuple(secure_shuffle(range(size))))
+        assert len(recorder.bounds) == size - 1
+    assert len(orders) == math.factorial(size)
+    assert set(orders) == set(itertools.permutations(range(size)))
