@@ -60,7 +60,7 @@ from rich.table import Table
 
 from bench.engine import environment
 from protos.pinochle.referee.v1 import referee_pb2 as pb
-from referee.demo import choose
+from referee.demo import bot_action
 from referee.engine.actions import decode_action
 from referee.engine.engine import legal_actions
 from referee.engine.game import Game, SeededDeals
@@ -294,20 +294,6 @@ def health_check(
     )
 
 
-def pick(entries: Sequence[Mapping[str, Any]], rng: random.Random) -> dict[str, Any]:
-    """A concrete legal action, as the demo bots choose: pass three times in four when a bid is
-    possible, never concede when something else is, meld or exchange the dix four times in five,
-    otherwise any entry at random, made concrete by the demo's ``choose``."""
-    kinds = {e["type"] for e in entries}
-    if "bid" in kinds and "pass" in kinds and rng.random() < 0.75:
-        return {"type": "pass"}
-    choices = [e for e in entries if e["type"] != "concede"] or list(entries)
-    melds = [e for e in choices if e["type"] in ("meld", "exchange_dix")]
-    if melds and rng.random() < 0.8:
-        return choose(rng.choice(melds), rng)
-    return choose(rng.choice(choices), rng)
-
-
 def _metadata(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
@@ -347,7 +333,7 @@ class ReplicaGame:
         for seat in ((hand.turn + i) % players for i in range(players)):
             entries = legal_actions(state, seat)
             if entries:
-                return seat, pick(entries, self.rng)
+                return seat, bot_action(entries, self.rng)
         raise RuntimeError(f"game {self.seed}: no seat can act")
 
     async def step(self) -> None:
@@ -419,7 +405,7 @@ async def measure_latency(address: str, sizes: Sizes) -> LatencyRun:
             seat, entries = found
             request = pb.SubmitActionRequest(
                 game_id=seats[seat].game_id,
-                action=action_from_json(pick(entries, rng)),
+                action=action_from_json(bot_action(entries, rng)),
                 expected_version=version,
                 request_id=uuid.uuid4().hex,
             )
