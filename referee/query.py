@@ -37,11 +37,19 @@ from referee.rules.cards import (
     parse_suit,
 )
 from referee.rules.melds import best_meld
-from referee.rules.options import OptionError, RuleSet, resolve_options
+from referee.rules.options import VARIANTS, OptionError, RuleSet, resolve_options
 from referee.rules.scoring import score_hand
 from referee.rules.tricks import FREE_PLAY, legal_plays, trick_winner
 
-__all__ = ["ANSWER_FIELDS", "KINDS", "QUERY_FIELDS", "answer_query", "run_queries"]
+__all__ = [
+    "ANSWER_FIELDS",
+    "KINDS",
+    "QUERY_FIELDS",
+    "QueryError",
+    "answer_fields",
+    "answer_query",
+    "run_queries",
+]
 
 DEFAULT_VARIANT: Final = "partnership"
 
@@ -75,7 +83,20 @@ _SHOW_LIMIT: Final = 60
 
 
 class QueryError(ValueError):
-    """A query that cannot be answered; the message becomes the answer's ``error``."""
+    """A query that cannot be answered; the message becomes the answer's ``error``.
+
+    ``field`` names the input at fault as a path: a field (``trump``), an element
+    (``hand[0]``), an option (``options.target``, ``options.meld_values.run``), ``variant``,
+    ``options``, or "" when the query as a whole is wrong (not an object). The JSON answer
+    carries only the message (§3), which names the field too; the gRPC RulesService puts
+    ``field`` in a ``google.rpc.BadRequest``.
+    """
+
+    field: str
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,7 +155,7 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 def _require(query: Mapping[str, Any], name: str) -> object:
     if name not in query:
-        raise QueryError(f'missing field "{name}"')
+        raise QueryError(f'missing field "{name}"', name)
     value: object = query[name]
     return value
 
@@ -148,13 +169,13 @@ def _optional(query: Mapping[str, Any], name: str) -> object:
 def _cards(name: str, value: object) -> tuple[Card, ...]:
     """Parse a list of cards, naming the field and the index of the first bad one."""
     if not isinstance(value, list):
-        raise QueryError(f"{name}: expected a list of cards, got {_json_type(value)}")
+        raise QueryError(f"{name}: expected a list of cards, got {_json_type(value)}", name)
     cards: list[Card] = []
     for index, item in enumerate(value):
         try:
             cards.append(parse_card(item))
         except CardSyntaxError as exc:
-            raise QueryError(f"{name}[{index}]: {exc}") from None
+            raise QueryError(f"{name}[{index}]: {exc}", f"{name}[{index}]") from None
     return tuple(cards)
 
 
@@ -162,37 +183,45 @@ def _suit(name: str, value: object) -> Suit:
     try:
         return parse_suit(value)
     except CardSyntaxError as exc:
-        raise QueryError(f"{name}: {exc}") from None
+        raise QueryError(f"{name}: {exc}", name) from None
 
 
 def _bool(name: str, value: object, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise QueryError(f"{name}: expected true or false, got {_show(value)}")
+        raise QueryError(f"{name}: expected true or false, got {_show(value)}", name)
     return value
 
 
-def _check_fits(cards: Sequence[Card], what: str, rules: RuleSet) -> None:
+def _check_fits(cards: Sequence[Card], what: str, rules: RuleSet, field: str = "") -> None:
     """§3: a hand or trick that no deck of the variant could produce is an error."""
     reason = fits_deck(cards, rules.deck)
     if reason is not None:
-        raise QueryError(f"{what}: {reason} (no {rules.variant} deck could produce these cards)")
+        raise QueryError(
+            f"{what}: {reason} (no {rules.variant} deck could produce these cards)", field or what
+        )
 
 
 def _int_list(name: str, value: object, length: int, per: str) -> list[int]:
     """A list of ``length`` integers >= 0, one per seat or side."""
     if not isinstance(value, list):
         raise QueryError(
-            f"{name}: expected a list of {length} integers (one per {per}), got {_json_type(value)}"
+            f"{name}: expected a list of {length} integers (one per {per}),"
+            f" got {_json_type(value)}",
+            name,
         )
     if len(value) != length:
-        raise QueryError(f"{name}: expected {length} integers (one per {per}), got {len(value)}")
+        raise QueryError(
+            f"{name}: expected {length} integers (one per {per}), got {len(value)}", name
+        )
     for index, item in enumerate(value):
         if not _is_int(item):
-            raise QueryError(f"{name}[{index}]: expected an integer, got {_show(item)}")
+            raise QueryError(
+                f"{name}[{index}]: expected an integer, got {_show(item)}", f"{name}[{index}]"
+            )
         if item < 0:
-            raise QueryError(f"{name}[{index}]: must be >= 0, got {item}")
+            raise QueryError(f"{name}[{index}]: must be >= 0, got {item}", f"{name}[{index}]")
     return [int(item) for item in value]
 
 
@@ -226,23 +255,26 @@ def _legal_plays(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]:
     raw_trick = _optional(query, "trick")
     trick = () if raw_trick is None else _cards("trick", raw_trick)
     if not hand:
-        raise QueryError("hand: empty; a player with no cards has no legal play")
+        raise QueryError("hand: empty; a player with no cards has no legal play", "hand")
     if len(trick) >= rules.players:
         raise QueryError(
             f"trick: {len(trick)} cards already played, but a {rules.variant} trick has"
-            f" {rules.players}; at most {rules.players - 1} may precede this player's card"
+            f" {rules.players}; at most {rules.players - 1} may precede this player's card",
+            "trick",
         )
-    _check_fits(hand + trick, "hand and trick together", rules)
+    # The hand is named: it is the player's own cards, the trick what the others played.
+    _check_fits(hand + trick, "hand and trick together", rules, "hand")
 
     play_rules = _derived(rules).play_rules
     phase = _optional(query, "phase")
     if phase is not None:
         if rules.variant != "two-handed":
             raise QueryError(
-                f'phase: only two-handed has phases ("stock", "playoff"), not {rules.variant}'
+                f'phase: only two-handed has phases ("stock", "playoff"), not {rules.variant}',
+                "phase",
             )
         if phase not in _PHASES:
-            raise QueryError(f'phase: expected "stock" or "playoff", got {_show(phase)}')
+            raise QueryError(f'phase: expected "stock" or "playoff", got {_show(phase)}', "phase")
         if phase == "stock":
             play_rules = FREE_PLAY  # §2.2: no obligation while the stock lasts
 
@@ -250,15 +282,19 @@ def _legal_plays(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]:
     partner_winning = False
     if partner is not None:
         if rules.variant == "two-handed":
-            raise QueryError("seat_of_partner_in_trick: two-handed has no partners")
+            raise QueryError(
+                "seat_of_partner_in_trick: two-handed has no partners", "seat_of_partner_in_trick"
+            )
         if not _is_int(partner):
             raise QueryError(
-                f"seat_of_partner_in_trick: expected an index into trick, got {_show(partner)}"
+                f"seat_of_partner_in_trick: expected an index into trick, got {_show(partner)}",
+                "seat_of_partner_in_trick",
             )
         if not 0 <= partner < len(trick):
             raise QueryError(
                 f"seat_of_partner_in_trick: {partner} is not an index into trick"
-                f" ({len(trick)} cards played)"
+                f" ({len(trick)} cards played)",
+                "seat_of_partner_in_trick",
             )
         partner_winning = trick_winner(trick, trump) == partner
 
@@ -271,7 +307,8 @@ def _trick_winner(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]
     trump = _suit("trump", _require(query, "trump"))
     if not 1 <= len(trick) <= rules.players:
         raise QueryError(
-            f"trick: expected 1 to {rules.players} cards for {rules.variant}, got {len(trick)}"
+            f"trick: expected 1 to {rules.players} cards for {rules.variant}, got {len(trick)}",
+            "trick",
         )
     _check_fits(trick, "trick", rules)
     return {"winner": trick_winner(trick, trump)}
@@ -304,18 +341,23 @@ def _hand_score(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]:
         bid = _optional(query, "bid")
         declarer = _optional(query, "declarer")
         if bid is not None or declarer is not None:
+            given = "bid" if bid is not None else "declarer"
             raise QueryError(
-                f"{'bid' if bid is not None else 'declarer'}: {rules.variant} has no bidding;"
-                " leave bid and declarer out (or null)"
+                f"{given}: {rules.variant} has no bidding; leave bid and declarer out (or null)",
+                given,
             )
     if bid is not None and not (_is_int(bid) and bid >= 0):
-        raise QueryError(f"bid: expected an integer >= 0 or null, got {_show(bid)}")
+        raise QueryError(f"bid: expected an integer >= 0 or null, got {_show(bid)}", "bid")
     if declarer is not None and not (_is_int(declarer) and 0 <= declarer < players):
         raise QueryError(
-            f"declarer: expected a seat from 0 to {players - 1} or null, got {_show(declarer)}"
+            f"declarer: expected a seat from 0 to {players - 1} or null, got {_show(declarer)}",
+            "declarer",
         )
     if (bid is None) != (declarer is None):
-        raise QueryError("bid and declarer: give both (a contract) or neither (null: no contract)")
+        raise QueryError(
+            "bid and declarer: give both (a contract) or neither (null: no contract)",
+            "bid" if bid is None else "declarer",  # the one left out
+        )
 
     meld = _int_list("meld", _require(query, "meld"), players, "seat")
     points = _int_list("points", _require(query, "points"), sides, per_side)
@@ -329,14 +371,16 @@ def _hand_score(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]:
         if dix[seat] > meld[seat]:
             raise QueryError(
                 f"dix[{seat}]: {dix[seat]} is more than meld[{seat}] {meld[seat]}"
-                " (dix points are included in meld)"
+                " (dix points are included in meld)",
+                f"dix[{seat}]",
             )
     conceded = _bool("conceded", _optional(query, "conceded"), False)
     if conceded and bid is None:
         raise QueryError(
             "conceded: only a declarer can concede, and this hand has no contract"
             if rules.bidding
-            else f"conceded: {rules.variant} has no declarer, so no hand is conceded"
+            else f"conceded: {rules.variant} has no declarer, so no hand is conceded",
+            "conceded",
         )
 
     if rules.variant == "two-handed":
@@ -385,10 +429,10 @@ _HANDLERS: Final[Mapping[str, Callable[[Mapping[str, Any], RuleSet], dict[str, o
 def _answer(query: Mapping[Any, Any]) -> dict[str, object]:
     """The answer fields of a query (without ``id``); raises QueryError or OptionError."""
     if "kind" not in query:
-        raise QueryError(f'missing field "kind" (one of {", ".join(KINDS)})')
+        raise QueryError(f'missing field "kind" (one of {", ".join(KINDS)})', "kind")
     kind = query["kind"]
     if not isinstance(kind, str) or kind not in _HANDLERS:
-        raise QueryError(f"unknown kind {_show(kind)} (kinds: {', '.join(KINDS)})")
+        raise QueryError(f"unknown kind {_show(kind)} (kinds: {', '.join(KINDS)})", "kind")
     fields = QUERY_FIELDS[kind]
     unknown = [key for key in query if key not in COMMON_FIELDS and key not in fields]
     if unknown:
@@ -402,12 +446,36 @@ def _answer(query: Mapping[Any, Any]) -> dict[str, object]:
         hint = f"; did you mean {', '.join(hints)}" if hints else ""
         raise QueryError(
             f"unknown field{'s' if len(unknown) > 1 else ''} {names} in a {kind} query"
-            f" (fields: {', '.join((*fields, *COMMON_FIELDS[1:]))}){hint}"
+            f" (fields: {', '.join((*fields, *COMMON_FIELDS[1:]))}){hint}",
+            str(unknown[0]),
         )
     rules = resolve_options(
         query.get("variant", DEFAULT_VARIANT), query.get("options"), for_game=False
     )
     return _HANDLERS[kind](query, rules)
+
+
+def _option_field(query: Mapping[Any, Any], error: OptionError) -> str:
+    """The field an OptionError is about, named as CreateGame names it (``options.<name>``)."""
+    if error.option is not None:
+        return f"options.{error.option}"
+    variant = query.get("variant", DEFAULT_VARIANT)
+    return "options" if isinstance(variant, str) and variant in VARIANTS else "variant"
+
+
+def answer_fields(query: object) -> dict[str, object]:
+    """The answer fields of one query (without ``id``), for callers that report errors their own
+    way, such as the gRPC RulesService.
+
+    Raises :class:`QueryError` for bad input, with ``field`` naming the input at fault and the
+    same message :func:`answer_query` would answer; anything else it raises is a bug.
+    """
+    if not isinstance(query, Mapping):
+        raise QueryError(f"a query must be a JSON object, got {_json_type(query)}")
+    try:
+        return _answer(query)
+    except OptionError as exc:
+        raise QueryError(str(exc), _option_field(query, exc)) from None
 
 
 def answer_query(query: object) -> dict[str, object]:
@@ -426,8 +494,8 @@ def answer_query(query: object) -> dict[str, object]:
     if "id" in query:
         answer["id"] = query["id"]
     try:
-        answer.update(_answer(query))
-    except (QueryError, OptionError) as exc:
+        answer.update(answer_fields(query))
+    except QueryError as exc:
         answer["error"] = str(exc)
     except Exception as exc:  # a bug, not bad input: still answer, and say so
         answer["error"] = f"internal error: {type(exc).__name__}: {exc}"

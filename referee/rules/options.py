@@ -39,6 +39,7 @@ __all__ = [
     "OptionError",
     "RuleSet",
     "VariantInfo",
+    "allowed_values",
     "option_schema",
     "resolve_options",
     "variant_defaults",
@@ -52,6 +53,22 @@ MELD_NAMES: Final = (*COMBINATION_NAMES, ROUNDHOUSE_BONUS)
 
 # A meld_values list holds one value per level: single, double, triple, quadruple (OPTIONS.json).
 _MAX_MELD_LEVELS: Final = 4
+
+#: Bounds for integer options where OPTIONS.json gives none (``null`` or no ``max``): the 32-bit
+#: signed range. Why: bids, meld points and seats cross the wire as int32 (referee.proto), so a
+#: min_bid, bid_step, max_raise or target beyond it could never be bid or reached through the API;
+#: and without a bound a Struct number such as 1e300 (an integral double, so a 301-digit int here)
+#: passed validation and then broke the game store, whose JSON encoder stops at 64 bits. The
+#: bound is generous: the largest default figure is 1500.
+INT_OPTION_MIN: Final = -(2**31)
+INT_OPTION_MAX: Final = 2**31 - 1
+
+#: The largest value per level in ``meld_values``. Why tighter than INT_OPTION_MAX: a hand's meld
+#: total is a sum of at most a few dozen scored combinations, each worth at most four times a
+#: table value (two-handed's level x first value), and that total must fit the int32 ``points``
+#: of a meld action and ``total`` of a ScoreMeld answer. 1,000,000 (over 600 times the largest
+#: default, 1500) keeps any hand's total far below 2**31 - 1.
+MELD_VALUE_MAX: Final = 1_000_000
 
 
 class OptionError(ValueError):
@@ -479,6 +496,8 @@ _BONUS_BY_SCHEME: Final[Mapping[str, int | None]] = MappingProxyType(
 
 def _show(value: object) -> str:
     """A value as a client wrote it: JSON (true, null, "kitty"), or repr for non-JSON input."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _show_int(value)
     try:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
@@ -533,6 +552,35 @@ def _in_range(value: int, bounds: Mapping[str, Any]) -> bool:
     return (low is None or value >= low) and (high is None or value <= high)
 
 
+def _bounded(bounds: Mapping[str, Any]) -> dict[str, Any]:
+    """``bounds`` with the missing ends filled in from INT_OPTION_MIN / INT_OPTION_MAX."""
+    low, high = bounds.get("min"), bounds.get("max")
+    out: dict[str, Any] = {
+        "min": INT_OPTION_MIN if low is None else max(low, INT_OPTION_MIN),
+        "max": INT_OPTION_MAX if high is None else min(high, INT_OPTION_MAX),
+    }
+    if bounds.get("nullable"):
+        out["nullable"] = True
+    return out
+
+
+def _show_int(value: int) -> str:
+    """An integer for a message; a huge one (1e300 sent as a number) shortened."""
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text.lstrip('-'))} digits)"
+
+
+def _check_int_bounds(name: str, value: int, bounds: Mapping[str, Any]) -> None:
+    """Refuse an integer outside the service's bounds (INT_OPTION_MIN .. INT_OPTION_MAX)."""
+    fitted = _bounded(bounds)
+    if not fitted["min"] <= value <= fitted["max"]:
+        raise OptionError(
+            f'option "{name}" value {_show_int(value)} is out of range (allowed: an integer'
+            f" from {fitted['min']} to {fitted['max']})",
+            name,
+        )
+
+
 def _check_type(name: str, kind: str, value: object, nullable: bool) -> None:
     if value is None and nullable:
         return
@@ -582,6 +630,13 @@ def _check_meld_values(variant: str, value: Mapping[Any, Any]) -> dict[str, tupl
                 f" level (single, double, triple, quadruple), got {_show(levels)}",
                 path,
             )
+        too_big = [v for v in levels if v > MELD_VALUE_MAX]
+        if too_big:
+            raise OptionError(
+                f'"{path}" value {_show_int(too_big[0])} is out of range (a meld is worth at'
+                f" most {MELD_VALUE_MAX} points per level)",
+                path,
+            )
         table[key] = tuple(int(v) for v in levels)
     return table
 
@@ -603,6 +658,12 @@ def _check_bid_schedule(value: list[Any] | tuple[Any, ...]) -> tuple[tuple[int, 
                 f'option "{name}" must hold [level, step] integer pairs, got {_show(pair)}', name
             )
         level, step = int(pair[0]), int(pair[1])
+        if not (INT_OPTION_MIN <= level <= INT_OPTION_MAX and step <= INT_OPTION_MAX):
+            raise OptionError(
+                f'option "{name}" pair [{_show_int(level)}, {_show_int(step)}] is out of range'
+                f" (levels and steps must be from {INT_OPTION_MIN} to {INT_OPTION_MAX})",
+                name,
+            )
         if step < 1:
             raise OptionError(
                 f'option "{name}" pair {_show(pair)} has step {step}; every step must be >= 1',
@@ -685,10 +746,11 @@ def _check_option(name: str, value: object, variant: str, for_game: bool) -> obj
             if not _in_range(value, bounds):
                 extra = f"{_show_all(values['strings'])}, or " if "strings" in values else ""
                 raise OptionError(
-                    f'option "{name}" value {value} is out of range (allowed:'
+                    f'option "{name}" value {_show_int(value)} is out of range (allowed:'
                     f" {extra}{_describe_range(bounds)})",
                     name,
                 )
+            _check_int_bounds(name, value, bounds)
         if narrowed is not None and not _member(value, narrowed):
             _refuse_value(name, value, variant, narrowed, True)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -917,6 +979,41 @@ def resolve_options(variant: object, options: object = None, *, for_game: bool =
 def option_schema() -> list[dict[str, object]]:
     """The ``options`` entries of OPTIONS.json as fresh JSON-ready data (for a service to serve)."""
     return copy.deepcopy(cast(list[dict[str, object]], _SPEC["options"]))
+
+
+def allowed_values(variant: str, name: str) -> object:
+    """What a game of ``variant`` accepts for option ``name``, as fresh JSON-ready data.
+
+    For ListVariants, which must not offer a value CreateGame refuses: a list for enumerated
+    options (``values_by_variant``, ``game_values_by_variant`` and ``not_supported`` applied);
+    ``{"min", "max"}`` (plus ``"nullable": true``) for integers, with the bounds this module adds
+    (INT_OPTION_MIN / INT_OPTION_MAX) filled in; ``{"strings", "int"}`` likewise for
+    ``int_or_string``; and for ``meld_values`` and ``bid_schedule`` the description of
+    OPTIONS.json with the bounds appended. Raises OptionError for an unknown variant, an unknown
+    option or one that does not apply to the variant.
+    """
+    variant = _check_variant(variant)
+    entry = _OPTION_SPECS.get(name)
+    if entry is None or variant not in entry["applies_to"]:
+        raise OptionError(f'option "{name}" does not apply to {variant}', name)
+    values: Any = entry["values"]
+    narrowed = entry.get("values_by_variant", {}).get(variant)
+    if isinstance(values, list) or narrowed is not None:
+        unsupported: list[Any] = entry.get("not_supported", {}).get(variant, [])
+        listed = _allowed_list(entry, variant, for_game=True)
+        return [copy.deepcopy(v) for v in listed if not _member(v, unsupported)]
+    if isinstance(values, dict) and "strings" in values:
+        return {"strings": list(values["strings"]), "int": _bounded(values["int"])}
+    if isinstance(values, dict):
+        return _bounded(values)
+    if name == "meld_values":
+        extra = f"each value from 0 to {MELD_VALUE_MAX}"
+        if variant == "two-handed":
+            extra += "; roundhouse_bonus does not apply to two-handed"
+        return f"{values} ({extra})"
+    if name == "bid_schedule":
+        return f"{values} (levels and steps at most {INT_OPTION_MAX})"
+    return copy.deepcopy(values)  # pragma: no cover - every OPTIONS.json shape is handled above
 
 
 def variant_defaults(variant: str) -> dict[str, object]:

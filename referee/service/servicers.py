@@ -10,17 +10,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
+from typing import Final, NoReturn, TypeVar
 
 import grpc
 import structlog
-from google.protobuf import timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.audit import audit_text
-from referee.query import answer_query
-from referee.rules.options import VARIANTS, option_schema, variant_defaults
+from referee.query import QueryError, answer_fields
+from referee.rules.options import VARIANTS, allowed_values, option_schema, variant_defaults
 from referee.service.auth import ADJUDICATOR, SEAT, SPECTATOR, bearer_token
 from referee.service.convert import (
     action_to_json,
@@ -82,9 +82,12 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
             elif mode == "given_deals":
                 deal_mode = {
                     "mode": "given",
-                    "deals": [struct_to_dict(d) for d in request.given_deals.deals],
+                    "deals": [
+                        _plain(deal, f"given_deals.deals[{index}]")
+                        for index, deal in enumerate(request.given_deals.deals)
+                    ],
                 }
-            options = struct_to_dict(request.options) if request.HasField("options") else None
+            options = _options(request)
             created = await self.games.create(
                 variant=request.variant,
                 options=options,
@@ -167,7 +170,9 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
             async for item in stream:
                 yield item
         except ServiceError as error:
-            await context.abort_with_status(error.to_status())
+            # Through _guard like every other refusal: one path sets the rich status and the
+            # log line's outcome and code.
+            await _guard(context, _raise(error))
         except asyncio.CancelledError:  # the client went away
             raise
 
@@ -249,10 +254,9 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
                 if not isinstance(applies, list) or variant_id not in applies:
                     continue
                 name = str(spec["name"])
-                allowed = spec.get("values")
-                by_variant = spec.get("values_by_variant")
-                if isinstance(by_variant, dict) and variant_id in by_variant:
-                    allowed = by_variant[variant_id]
+                # Exactly what CreateGame accepts for this variant (not_supported and the
+                # per-variant and game-only narrowing applied, integer bounds filled in).
+                allowed = allowed_values(variant_id, name)
                 options.append(
                     pb.OptionSpec(
                         name=name,
@@ -305,17 +309,19 @@ def _audit_entry(row: AuditRow, full: bool, own: bool = False) -> pb.AuditEntry:
 
 
 class RulesServicer(pb_grpc.RulesServiceServicer):
-    """Stateless rules queries: the same ``answer_query`` as ``pinochle-referee query``."""
+    """Stateless rules queries: the same ``answer_query`` as ``pinochle-referee query``.
 
-    async def _ask(
-        self,
-        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
-        query: dict[str, object],
-    ) -> dict[str, object]:
-        answer = answer_query(query)
-        if "error" in answer:
-            await context.abort_with_status(invalid(str(answer["error"])).to_status())
-        return answer
+    Every method runs inside ``_guard`` like the referee's: a query the rules refuse is
+    INVALID_ARGUMENT with a BadRequest naming the field at fault (``hand[0]``, ``trump``,
+    ``options.target``), and the log line says ``outcome=refused``.
+    """
+
+    @staticmethod
+    def _ask(query: dict[str, object]) -> dict[str, object]:
+        try:
+            return answer_fields(query)
+        except QueryError as error:
+            raise invalid(str(error), error.field) from None
 
     @staticmethod
     def _base(kind: str, variant: str, options: object) -> dict[str, object]:
@@ -331,68 +337,126 @@ class RulesServicer(pb_grpc.RulesServiceServicer):
         request: pb.ScoreMeldRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.ScoreMeldResponse:
-        query = self._base("meld", request.variant, _options(request))
-        query |= {"hand": list(request.hand), "trump": request.trump}
-        answer = await self._ask(context, query)
-        melds = answer["melds"]
-        assert isinstance(melds, list)
-        return pb.ScoreMeldResponse(
-            total=int(str(answer["total"])),
-            melds=[pb.MeldScore(**m) for m in melds],
-        )
+        async def work() -> pb.ScoreMeldResponse:
+            query = self._base("meld", request.variant, _options(request))
+            query |= {"hand": list(request.hand), "trump": request.trump}
+            answer = self._ask(query)
+            melds = answer["melds"]
+            assert isinstance(melds, list)
+            # Unreachable with meld_values bounded (MELD_VALUE_MAX); kept so that an int32
+            # overflow can only ever be a refusal naming the option, never a server fault.
+            total = _int32(answer["total"], "options.meld_values")
+            return pb.ScoreMeldResponse(total=total, melds=[pb.MeldScore(**m) for m in melds])
+
+        return await _guard(context, work())
 
     async def LegalPlays(  # noqa: N802
         self,
         request: pb.LegalPlaysRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.LegalPlaysResponse:
-        query = self._base("legal_plays", request.variant, _options(request))
-        query |= {"hand": list(request.hand), "trump": request.trump, "trick": list(request.trick)}
-        if request.phase:
-            query["phase"] = request.phase
-        if request.HasField("seat_of_partner_in_trick"):
-            query["seat_of_partner_in_trick"] = request.seat_of_partner_in_trick
-        answer = await self._ask(context, query)
-        legal = answer["legal"]
-        assert isinstance(legal, list)
-        return pb.LegalPlaysResponse(legal=legal)
+        async def work() -> pb.LegalPlaysResponse:
+            query = self._base("legal_plays", request.variant, _options(request))
+            query |= {
+                "hand": list(request.hand),
+                "trump": request.trump,
+                "trick": list(request.trick),
+            }
+            if request.phase:
+                query["phase"] = request.phase
+            if request.HasField("seat_of_partner_in_trick"):
+                query["seat_of_partner_in_trick"] = request.seat_of_partner_in_trick
+            answer = self._ask(query)
+            legal = answer["legal"]
+            assert isinstance(legal, list)
+            return pb.LegalPlaysResponse(legal=legal)
+
+        return await _guard(context, work())
 
     async def TrickWinner(  # noqa: N802
         self,
         request: pb.TrickWinnerRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.TrickWinnerResponse:
-        query = self._base("trick_winner", request.variant, _options(request))
-        query |= {"trick": list(request.trick), "trump": request.trump}
-        answer = await self._ask(context, query)
-        return pb.TrickWinnerResponse(winner=int(str(answer["winner"])))
+        async def work() -> pb.TrickWinnerResponse:
+            query = self._base("trick_winner", request.variant, _options(request))
+            query |= {"trick": list(request.trick), "trump": request.trump}
+            answer = self._ask(query)
+            return pb.TrickWinnerResponse(winner=int(str(answer["winner"])))
+
+        return await _guard(context, work())
 
     async def ScoreHand(  # noqa: N802
         self,
         request: pb.ScoreHandRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.ScoreHandResponse:
-        query = self._base("hand_score", request.variant, _options(request))
-        query |= {
-            "bid": request.bid if request.HasField("bid") else None,
-            "declarer": request.declarer if request.HasField("declarer") else None,
-            "meld": list(request.meld),
-            "points": list(request.points),
-            "tricks": list(request.tricks),
-            "conceded": request.conceded,
-        }
-        if request.dix:
-            query["dix"] = list(request.dix)
-        answer = await self._ask(context, query)
-        delta, saved = answer["delta"], answer["saved"]
-        assert isinstance(delta, list) and isinstance(saved, list)
-        return pb.ScoreHandResponse(delta=delta, saved=saved)
+        async def work() -> pb.ScoreHandResponse:
+            for name in ("meld", "points", "dix"):
+                for index, figure in enumerate(getattr(request, name)):
+                    if figure > MAX_HAND_FIGURE:
+                        raise invalid(
+                            f"{name}[{index}]: {figure} is out of range (at most"
+                            f" {MAX_HAND_FIGURE}, so that a side's score fits the int32 delta)",
+                            f"{name}[{index}]",
+                        )
+            query = self._base("hand_score", request.variant, _options(request))
+            query |= {
+                "bid": request.bid if request.HasField("bid") else None,
+                "declarer": request.declarer if request.HasField("declarer") else None,
+                "meld": list(request.meld),
+                "points": list(request.points),
+                "tricks": list(request.tricks),
+                "conceded": request.conceded,
+            }
+            if request.dix:
+                query["dix"] = list(request.dix)
+            answer = self._ask(query)
+            delta, saved = answer["delta"], answer["saved"]
+            assert isinstance(delta, list) and isinstance(saved, list)
+            # Unreachable with the figures bounded above; a safety net, as in ScoreMeld.
+            return pb.ScoreHandResponse(delta=[_int32(d, "meld") for d in delta], saved=saved)
+
+        return await _guard(context, work())
+
+
+#: The largest meld, card-point or dix figure ScoreHand takes per seat or side. Why: a side's
+#: delta adds up to two seats' meld and its card points, and must fit the int32 ``delta``; a
+#: third of int32's range (about 700 million, far beyond any real hand) guarantees it, so a
+#: client's mistake is refused naming the figure rather than failing the response.
+MAX_HAND_FIGURE: Final = (2**31 - 1) // 3
+
+_INT32_MIN: Final = -(2**31)
+_INT32_MAX: Final = 2**31 - 1
+
+
+def _int32(value: object, field: str) -> int:
+    """An answer's integer for an int32 response field; out of range is the client's input."""
+    number = int(str(value))
+    if not _INT32_MIN <= number <= _INT32_MAX:
+        raise invalid(f"{field}: the answer {number} does not fit a 32-bit integer", field)
+    return number
+
+
+async def _raise(error: ServiceError) -> NoReturn:
+    """An awaitable that raises ``error``: lets a streaming method refuse through ``_guard``."""
+    raise error
 
 
 def _options(
-    request: pb.ScoreMeldRequest
+    request: pb.CreateGameRequest
+    | pb.ScoreMeldRequest
     | pb.LegalPlaysRequest
     | pb.TrickWinnerRequest
     | pb.ScoreHandRequest,
-) -> object:
-    return struct_to_dict(request.options) if request.HasField("options") else None
+) -> dict[str, object] | None:
+    return _plain(request.options, "options") if request.HasField("options") else None
+
+
+def _plain(message: struct_pb2.Struct, field: str) -> dict[str, object]:
+    """A request's Struct as JSON data; NaN or Infinity (a Struct number JSON cannot hold) is
+    the client's mistake, refused naming ``field``."""
+    try:
+        return struct_to_dict(message)
+    except ValueError as error:
+        raise invalid(f"{field}: not valid JSON ({error})", field) from None
