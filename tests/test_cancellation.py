@@ -173,3 +173,35 @@ async def test_a_version_conflict_still_catches_up_and_is_aborted(srv: Served) -
     assert caught.value.reason == "STALE_VERSION"
     assert live.state.version == 1 and not live.lock.locked()
     assert await accepted_ids(table) == ["bid-1"]
+
+
+async def test_a_create_game_cancelled_during_its_write_is_still_registered(
+    srv: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CreateGame's deadline expires while the store writes the game: the game is durable, so
+    the server registers it and counts it active, as the database does."""
+    games = srv.running.games
+    store = games.store
+    original = store.create_game
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    async def slow_create(*args: Any, **kwargs: Any) -> None:
+        await original(*args, **kwargs)
+        entered.set()
+        await asyncio.wait_for(gate.wait(), BOUND)
+
+    monkeypatch.setattr(store, "create_game", slow_create)
+    before = set(games.games)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await srv.referee.CreateGame(pb.CreateGameRequest(variant="partnership"), timeout=0.1)
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert entered.is_set()
+    gate.set()
+    monkeypatch.undo()
+    for _ in range(int(BOUND / 0.05)):
+        if set(games.games) != before:
+            break
+        await asyncio.sleep(0.05)
+    (created,) = set(games.games) - before
+    assert created in await store.list_games(active_only=True)
+    assert len(games.games) == await store.count_active_games()

@@ -197,10 +197,16 @@ class GameManager:
         state, row = self._deal(state, deals, seq=1, first_event=1)
         live = LiveGame(record, rules, state, 1, deals, list(row.events), len(row.events))
         live.salts[0] = str(row.payload["salt"])
-        await self.store.create_game(record, [row])
-        self.games[game_id] = live
-        metrics.GAMES_ACTIVE.inc()
+        # Like an action's commit (see _submit_locked): once handed to the store the game may
+        # become durable even if the caller is cancelled, so it is registered here either way
+        # and referee_games_active keeps matching the database.
+        await _finish_despite_cancellation(self._store_new_game(live, row))
         return Created(game_id, seat_tokens, spectator, adjudicator, state.version)
+
+    async def _store_new_game(self, live: LiveGame, first_deal: LogRow) -> None:
+        await self.store.create_game(live.record, [first_deal])
+        self.games[live.record.game_id] = live
+        metrics.GAMES_ACTIVE.inc()
 
     def _check_given_deals(
         self, rules: RuleSet, first_dealer: int, deal_mode: Mapping[str, object]
