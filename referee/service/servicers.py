@@ -406,9 +406,12 @@ class RulesServicer(pb_grpc.RulesServiceServicer):
                 "declarer": request.declarer if request.HasField("declarer") else None,
                 "meld": list(request.meld),
                 "points": list(request.points),
-                "tricks": list(request.tricks),
                 "conceded": request.conceded,
             }
+            # proto3 cannot tell an empty list from none: an empty ``tricks`` is left out, so
+            # two-handed, where it is optional (GAME_RECORD.md §3), is answered without it.
+            if request.tricks:
+                query["tricks"] = list(request.tricks)
             if request.dix:
                 query["dix"] = list(request.dix)
             answer = self._ask(query)

@@ -10,6 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 
 import type { ProtoGrpcType } from "../generated/referee";
+import type { Struct } from "../generated/google/protobuf/Struct";
 import type { Action as ProtoAction } from "../generated/pinochle/referee/v1/Action";
 import type { AuditEntry__Output } from "../generated/pinochle/referee/v1/AuditEntry";
 import type { CreateGameRequest } from "../generated/pinochle/referee/v1/CreateGameRequest";
@@ -17,6 +18,8 @@ import type { CreateGameResponse__Output } from "../generated/pinochle/referee/v
 import type { ExportGameResponse__Output } from "../generated/pinochle/referee/v1/ExportGameResponse";
 import type { GetAuditLogResponse__Output } from "../generated/pinochle/referee/v1/GetAuditLogResponse";
 import type { GetGameResponse__Output } from "../generated/pinochle/referee/v1/GetGameResponse";
+import type { LegalPlaysRequest } from "../generated/pinochle/referee/v1/LegalPlaysRequest";
+import type { LegalPlaysResponse__Output } from "../generated/pinochle/referee/v1/LegalPlaysResponse";
 import type { ListLegalActionsResponse__Output } from "../generated/pinochle/referee/v1/ListLegalActionsResponse";
 import type { ListVariantsResponse__Output } from "../generated/pinochle/referee/v1/ListVariantsResponse";
 import type { SubmitActionResponse__Output } from "../generated/pinochle/referee/v1/SubmitActionResponse";
@@ -24,6 +27,10 @@ import type { VerifyAuditLogResponse__Output } from "../generated/pinochle/refer
 import type { Event__Output } from "../generated/pinochle/referee/v1/Event";
 import type { RefereeServiceClient } from "../generated/pinochle/referee/v1/RefereeService";
 import type { RulesServiceClient } from "../generated/pinochle/referee/v1/RulesService";
+import type { ScoreHandRequest } from "../generated/pinochle/referee/v1/ScoreHandRequest";
+import type { ScoreHandResponse__Output } from "../generated/pinochle/referee/v1/ScoreHandResponse";
+import type { ScoreMeldResponse__Output } from "../generated/pinochle/referee/v1/ScoreMeldResponse";
+import type { TrickWinnerResponse__Output } from "../generated/pinochle/referee/v1/TrickWinnerResponse";
 import type { Variant__Output } from "../generated/pinochle/referee/v1/Variant";
 import type { WatchGameResponse__Output } from "../generated/pinochle/referee/v1/WatchGameResponse";
 import { RefereeError } from "./errors";
@@ -169,6 +176,73 @@ export interface SubmitResult {
   version: number;
   view: GameView;
   events: GameEvent[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules queries (RulesService, GAME_RECORD.md §3): stateless, no game or token. A query the rules
+// refuse throws RefereeError (INVALID_ARGUMENT, `fields` naming the input: "hand[0]", "trump").
+
+/** What every rules query carries: the variant and, optionally, its options (RULES.md A.9). */
+export interface RulesQuery {
+  variant: string;
+  options?: Record<string, unknown>;
+}
+
+export interface ScoreMeldQuery extends RulesQuery {
+  hand: Card[];
+  trump: Suit;
+}
+
+/** One scored combination. */
+export interface MeldScore {
+  name: string;
+  level: number;
+  points: number;
+  cards: Card[];
+}
+
+/** The meld a hand makes under a trump suit. */
+export interface MeldResult {
+  total: number;
+  melds: MeldScore[];
+}
+
+export interface LegalPlaysQuery extends RulesQuery {
+  hand: Card[];
+  /** The cards played to the trick so far, in order (empty: the player leads). */
+  trick: Card[];
+  trump: Suit;
+  /** Two-handed only: "stock" or "playoff" (the default). */
+  phase?: "stock" | "playoff";
+  /** The index into `trick` of the player's partner's card. */
+  seatOfPartnerInTrick?: number;
+}
+
+export interface TrickWinnerQuery extends RulesQuery {
+  /** 1 to n cards. */
+  trick: Card[];
+  trump: Suit;
+}
+
+export interface ScoreHandQuery extends RulesQuery {
+  /** Required by the bidding variants (omitted or null: no contract); omit it without bidding. */
+  bid?: number | null;
+  declarer?: number | null;
+  /** Per seat. */
+  meld: number[];
+  /** Card points per team (partnerships) or seat, last-trick bonus included. */
+  points: number[];
+  /** Tricks taken per team or seat (for `save_meld`); two-handed may leave it out. */
+  tricks?: number[];
+  /** Dix points per seat, included in `meld`. */
+  dix?: number[];
+  conceded?: boolean;
+}
+
+/** A hand's score per team (partnerships) or seat; `saved`: whether its meld counted. */
+export interface HandScore {
+  delta: number[];
+  saved: boolean[];
 }
 
 export interface ClientOptions {
@@ -389,6 +463,76 @@ export class RefereeClient {
     );
     return response.variants;
   }
+
+  // Rules queries (RulesService).
+
+  /** The meld `hand` makes with `trump`; an empty hand makes 0. */
+  async scoreMeld(query: ScoreMeldQuery): Promise<MeldResult> {
+    const message = { ...rulesBase(query), hand: [...query.hand], trump: query.trump };
+    const response = await this.unary<ScoreMeldResponse__Output>((md, opts, cb) =>
+      this.rules.ScoreMeld(message, md, opts, cb),
+    );
+    return {
+      total: response.total,
+      melds: response.melds.map((m) => ({
+        name: m.name,
+        level: m.level,
+        points: m.points,
+        cards: [...m.cards],
+      })),
+    };
+  }
+
+  /** The distinct cards of `hand` that may be played to `trick`, in canonical order. */
+  async legalPlays(query: LegalPlaysQuery): Promise<Card[]> {
+    const message: LegalPlaysRequest = {
+      ...rulesBase(query),
+      hand: [...query.hand],
+      trick: [...query.trick],
+      trump: query.trump,
+    };
+    if (query.phase !== undefined) message.phase = query.phase;
+    if (query.seatOfPartnerInTrick !== undefined)
+      message.seatOfPartnerInTrick = query.seatOfPartnerInTrick;
+    const response = await this.unary<LegalPlaysResponse__Output>((md, opts, cb) =>
+      this.rules.LegalPlays(message, md, opts, cb),
+    );
+    return [...response.legal];
+  }
+
+  /** The index into `trick` of the card that wins it. */
+  async trickWinner(query: TrickWinnerQuery): Promise<number> {
+    const message = { ...rulesBase(query), trick: [...query.trick], trump: query.trump };
+    const response = await this.unary<TrickWinnerResponse__Output>((md, opts, cb) =>
+      this.rules.TrickWinner(message, md, opts, cb),
+    );
+    return response.winner;
+  }
+
+  /** A hand's deltas from bid, meld, card points and tricks. */
+  async scoreHand(query: ScoreHandQuery): Promise<HandScore> {
+    const message: ScoreHandRequest = {
+      ...rulesBase(query),
+      meld: [...query.meld],
+      points: [...query.points],
+      tricks: [...(query.tricks ?? [])],
+      dix: [...(query.dix ?? [])],
+      conceded: query.conceded ?? false,
+    };
+    if (query.bid !== undefined && query.bid !== null) message.bid = query.bid;
+    if (query.declarer !== undefined && query.declarer !== null) message.declarer = query.declarer;
+    const response = await this.unary<ScoreHandResponse__Output>((md, opts, cb) =>
+      this.rules.ScoreHand(message, md, opts, cb),
+    );
+    return { delta: [...response.delta], saved: [...response.saved] };
+  }
+}
+
+function rulesBase(query: RulesQuery): { variant: string; options?: Struct } {
+  return {
+    variant: query.variant,
+    ...(query.options !== undefined ? { options: toStruct(query.options) } : {}),
+  };
 }
 
 export class Session {

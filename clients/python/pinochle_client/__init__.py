@@ -6,10 +6,31 @@
         print(await seat.legal_actions())
         await seat.submit({"type": "bid", "amount": 250})
 
+Rules queries need no game: ``await client.score_meld("partnership", ["AH", "10H"], "H")``,
+``legal_plays``, ``trick_winner`` and ``score_hand`` return typed answers.
+
 Refusals raise ``RefereeError`` with the gRPC code, the A.5 violation code (``reason``), the
 game's current version and the offending fields, read from the rich error details.
 """
 
-from pinochle_client.client import CreatedGame, RefereeClient, RefereeError, SeatSession, Session
+from pinochle_client.client import (
+    CreatedGame,
+    HandScore,
+    MeldResult,
+    MeldScore,
+    RefereeClient,
+    RefereeError,
+    SeatSession,
+    Session,
+)
 
-__all__ = ["CreatedGame", "RefereeClient", "RefereeError", "SeatSession", "Session"]
+__all__ = [
+    "CreatedGame",
+    "HandScore",
+    "MeldResult",
+    "MeldScore",
+    "RefereeClient",
+    "RefereeError",
+    "SeatSession",
+    "Session",
+]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import struct_pb2
@@ -18,6 +18,8 @@ from grpc_status import rpc_status
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service.convert import action_from_json, dict_to_struct, to_plain
+
+T = TypeVar("T")
 
 
 class RefereeError(Exception):
@@ -70,8 +72,39 @@ class CreatedGame:
     version: int
 
 
+@dataclass(frozen=True, slots=True)
+class MeldScore:
+    """One scored combination of a ScoreMeld answer."""
+
+    name: str
+    level: int
+    points: int
+    cards: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class MeldResult:
+    """The meld a hand makes under a trump suit: ``total`` and the combinations counted."""
+
+    total: int
+    melds: list[MeldScore]
+
+
+@dataclass(frozen=True, slots=True)
+class HandScore:
+    """A hand's score per team (partnerships) or seat: ``delta``, and ``saved`` (meld counted)."""
+
+    delta: list[int]
+    saved: list[bool]
+
+
 class RefereeClient:
-    """An ``asyncio`` client. Use as an async context manager or call ``close()``."""
+    """An ``asyncio`` client. Use as an async context manager or call ``close()``.
+
+    ``rules`` queries (GAME_RECORD.md §3) need no game or token: ``score_meld``, ``legal_plays``,
+    ``trick_winner`` and ``score_hand``. A query the rules refuse raises ``RefereeError``
+    (INVALID_ARGUMENT, ``fields`` naming the input at fault: ``hand[0]``, ``trump``, ...).
+    """
 
     def __init__(
         self,
@@ -155,6 +188,107 @@ class RefereeClient:
         request = pb.AuditRecordsRequest(records=list(records), keep_going=keep_going)
         async for item in self.referee.AuditRecords(request):
             yield _plain(item.verdict)
+
+    # Rules queries (RulesService): stateless, no token.
+
+    @staticmethod
+    async def _ask(call: Awaitable[T]) -> T:
+        """A rules call's answer; a refusal raises RefereeError."""
+        try:
+            return await call
+        except grpc.RpcError as error:
+            raise RefereeError(error) from None
+
+    async def score_meld(
+        self,
+        variant: str,
+        hand: Sequence[str],
+        trump: str,
+        options: Mapping[str, object] | None = None,
+    ) -> MeldResult:
+        """The meld ``hand`` makes with ``trump`` (one of S H D C); an empty hand makes 0."""
+        request = pb.ScoreMeldRequest(variant=variant, hand=list(hand), trump=trump)
+        if options is not None:
+            request.options.CopyFrom(dict_to_struct(options))
+        response = await self._ask(self.rules.ScoreMeld(request))
+        return MeldResult(
+            response.total,
+            [MeldScore(m.name, m.level, m.points, list(m.cards)) for m in response.melds],
+        )
+
+    async def legal_plays(
+        self,
+        variant: str,
+        hand: Sequence[str],
+        trick: Sequence[str],
+        trump: str,
+        options: Mapping[str, object] | None = None,
+        *,
+        phase: str | None = None,
+        seat_of_partner_in_trick: int | None = None,
+    ) -> list[str]:
+        """The distinct cards of ``hand`` that may be played to ``trick`` (the cards played so
+        far, in order), in canonical order. ``phase`` ("stock" or "playoff") is two-handed only;
+        ``seat_of_partner_in_trick`` is the index into ``trick`` of the player's partner."""
+        request = pb.LegalPlaysRequest(
+            variant=variant, hand=list(hand), trick=list(trick), trump=trump
+        )
+        if options is not None:
+            request.options.CopyFrom(dict_to_struct(options))
+        if phase is not None:
+            request.phase = phase
+        if seat_of_partner_in_trick is not None:
+            request.seat_of_partner_in_trick = seat_of_partner_in_trick
+        response = await self._ask(self.rules.LegalPlays(request))
+        return list(response.legal)
+
+    async def trick_winner(
+        self,
+        variant: str,
+        trick: Sequence[str],
+        trump: str,
+        options: Mapping[str, object] | None = None,
+    ) -> int:
+        """The index into ``trick`` (1 to n cards) of the card that wins it."""
+        request = pb.TrickWinnerRequest(variant=variant, trick=list(trick), trump=trump)
+        if options is not None:
+            request.options.CopyFrom(dict_to_struct(options))
+        response = await self._ask(self.rules.TrickWinner(request))
+        return response.winner
+
+    async def score_hand(
+        self,
+        variant: str,
+        *,
+        meld: Sequence[int],
+        points: Sequence[int],
+        tricks: Sequence[int] = (),
+        bid: int | None = None,
+        declarer: int | None = None,
+        dix: Sequence[int] = (),
+        conceded: bool = False,
+        options: Mapping[str, object] | None = None,
+    ) -> HandScore:
+        """A hand's deltas: ``meld`` and ``dix`` per seat; ``points`` and ``tricks`` per team
+        (partnerships) or seat. ``bid`` and ``declarer`` are required by the bidding variants
+        (None: no contract) and must be None without bidding. ``tricks`` may be left out
+        for two-handed (GAME_RECORD.md §3)."""
+        request = pb.ScoreHandRequest(
+            variant=variant,
+            meld=list(meld),
+            points=list(points),
+            tricks=list(tricks),
+            dix=list(dix),
+            conceded=conceded,
+        )
+        if bid is not None:
+            request.bid = bid
+        if declarer is not None:
+            request.declarer = declarer
+        if options is not None:
+            request.options.CopyFrom(dict_to_struct(options))
+        response = await self._ask(self.rules.ScoreHand(request))
+        return HandScore(list(response.delta), list(response.saved))
 
 
 def _auth(token: str | None) -> tuple[tuple[str, str], ...] | None:
