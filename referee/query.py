@@ -38,7 +38,7 @@ from referee.rules.cards import (
 )
 from referee.rules.melds import best_meld
 from referee.rules.options import VARIANTS, OptionError, RuleSet, resolve_options
-from referee.rules.scoring import score_hand
+from referee.rules.scoring import no_contract, score_hand
 from referee.rules.tricks import FREE_PLAY, legal_plays, trick_winner
 
 __all__ = [
@@ -326,8 +326,9 @@ def _hand_score(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]:
 
     ``meld`` and ``dix`` are per seat, because that is how a hand's melds are shown; the save rule
     and the contract are per side, so partnership figures are summed by team (A.3). ``bid`` and
-    ``declarer`` must be given in the bidding variants (``null`` for a hand with no contract): a
-    forgotten bid would otherwise be scored, without a word, as a hand with no contract. ``tricks``
+    ``declarer`` must be given in the bidding variants (``null`` for a hand with no contract, which
+    scores nothing, A.7 item 2): a forgotten bid would otherwise be scored, without a word, as a
+    hand with no contract. ``tricks``
     only feeds the save rule, which two-handed does not have, so it is optional there alone.
     """
     derived = _derived(rules)
@@ -398,17 +399,21 @@ def _hand_score(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]:
     for seat in range(players):
         side_meld[side_of(seat)] += meld[seat]
         side_dix[side_of(seat)] += dix[seat]
-    score = score_hand(
-        derived.save_rule,
-        bid=bid if isinstance(bid, int) else None,
-        declaring_side=side_of(declarer) if isinstance(declarer, int) else None,
-        meld=side_meld,
-        dix=side_dix,
-        points=points,
-        tricks=tricks,
-        conceded=conceded,
-        total_in_play=derived.total_in_play,
-    )
+    if rules.bidding and bid is None:
+        # A.7 item 2: with no contract the hand ends unplayed and nothing scores, as in a game.
+        score = no_contract(sides)
+    else:
+        score = score_hand(
+            derived.save_rule,
+            bid=bid if isinstance(bid, int) else None,
+            declaring_side=side_of(declarer) if isinstance(declarer, int) else None,
+            meld=side_meld,
+            dix=side_dix,
+            points=points,
+            tricks=tricks,
+            conceded=conceded,
+            total_in_play=derived.total_in_play,
+        )
     return {"delta": list(score.delta), "saved": list(score.saved)}
 
 

@@ -370,8 +370,9 @@ class TestHandScore:
         assert ask(self.query(declarer=2))["delta"] == [-300, 300]
 
     def test_no_contract(self) -> None:
+        # A.7 item 2: a hand with no numeric bid ends unplayed; every delta 0 (as in a game).
         answer = ask(self.query(bid=None, declarer=None))
-        assert answer == {"delta": [130, 300], "saved": [True, True]}
+        assert answer == {"delta": [0, 0], "saved": [True, True]}
 
     def test_bid_and_declarer_go_together(self) -> None:
         assert "bid and declarer" in error_of(self.query(declarer=None))

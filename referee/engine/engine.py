@@ -81,6 +81,7 @@ from referee.rules.scoring import (
     SaveRule,
     game_winner,
     hopeless_contract,
+    no_contract,
     score_hand,
 )
 from referee.rules.tricks import Counting, PlayRules, legal_plays, play_violation, trick_winner
@@ -888,7 +889,7 @@ def _hand_summary(setup: Setup, hand: HandState) -> tuple[dict[str, object], Han
         dix_side[setup.side_of(seat)] += dix_by_seat[seat]
     if hand.bid is None:  # a redeal, or no bidding
         if setup.rules.bidding:
-            score = HandScore((0,) * sides, (True,) * sides, False)
+            score = no_contract(sides)
         else:
             score = score_hand(
                 setup.save_rule,

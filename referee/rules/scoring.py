@@ -39,6 +39,12 @@ class HandScore:
     hopeless: bool
 
 
+def no_contract(sides: int) -> HandScore:
+    """A bidding variant's hand whose auction ended with no numeric bid (a redeal, A.7 item 2):
+    every delta 0. Nobody's meld was lost, so every side counts as saved."""
+    return HandScore((0,) * sides, (True,) * sides, False)
+
+
 def score_hand(
     rule: SaveRule,
     *,
