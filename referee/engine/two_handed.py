@@ -210,11 +210,9 @@ def _check_meld(
     name = action.name
     if name is None:
         raise IllegalAction("MALFORMED_ACTION", "a two-handed meld needs a name", "name")
-    why = _window_refusal(hand, seat)
-    if why is None and hand.window_melded:
-        why = "one meld per trick won, and the turn's meld has been made"
-    if why is not None:
-        raise IllegalAction("MELD_NOT_ALLOWED", f"seat {seat} cannot meld: {why}")
+    # A.5: the first code that applies, in its order. CARD_NOT_IN_HAND comes before
+    # MELD_NOT_ALLOWED there; A.8 item 3 only says a meld out of its window gets
+    # MELD_NOT_ALLOWED instead of NOT_YOUR_TURN or WRONG_PHASE, not that it moves ahead.
     held = hand.hands[seat]
     table = hand.table[seat]
     faces = action.cards
@@ -228,6 +226,11 @@ def _check_meld(
                 "cards",
             )
         available.remove(face)
+    why = _window_refusal(hand, seat)
+    if why is None and hand.window_melded:
+        why = "one meld per trick won, and the turn's meld has been made"
+    if why is not None:
+        raise IllegalAction("MELD_NOT_ALLOWED", f"seat {seat} cannot meld: {why}")
     trump = hand.trump
     assert trump is not None
     try:
