@@ -234,7 +234,7 @@ async def test_a_server_fault_is_internal_or_unavailable_and_logged(
         ("GetGame", "failed", "INTERNAL", "INTERNAL"),
         ("WatchGame", "failed", "INTERNAL", "INTERNAL"),
         ("SubmitAction", "failed", "STORE_UNAVAILABLE", "UNAVAILABLE"),
-        ("GetGame", None, None, "OK"),
+        ("GetGame", "ok", None, "OK"),
         ("SubmitAction", "accepted", None, "OK"),
     ]
 

@@ -173,6 +173,9 @@ def _orjson_line(event: Any, **_: Any) -> bytes:
     return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS)
 
 
+_DEFAULT_OUTCOME = {"OK": "ok", "CANCELLED": "cancelled"}
+
+
 class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
     """One canonical log line and the gRPC metrics for every RPC."""
 
@@ -284,6 +287,10 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             metrics.grpc_seconds(service, name).observe(elapsed)
             fields = logline.end(line)
             if not service.startswith("grpc.health"):
+                # Every line says how the call ended: handlers set accepted / created / refused /
+                # failed where they know more; a call that set nothing served ("ok"), was
+                # cancelled (the client left, a stream's watcher included) or was refused.
+                fields.setdefault("outcome", _DEFAULT_OUTCOME.get(code, "refused"))
                 self.log.info("rpc", grpc_code=code, duration_ms=round(elapsed * 1000, 3), **fields)
 
 
