@@ -562,32 +562,42 @@ class SqliteStore:
             return
         self._busy_since = None
         outcomes: list[tuple[_Job, object, BaseException | None]] = []
+        # Refusals that saw no write of this batch: they stand even if the batch rolls back.
+        # A refusal made after another job wrote (a stale version because that job moved the
+        # game on) holds only if that write commits, so a failed batch fails it too.
+        standalone: list[tuple[_Job, object, BaseException | None]] = []
+        first_changes = conn.total_changes
         try:
             for job in batch:
-                outcomes.append(_run_job(conn, job))
+                clean = conn.total_changes == first_changes
+                outcome = _run_job(conn, job)
+                outcomes.append(outcome)
+                if clean and outcome[2] is not None:
+                    standalone.append(outcome)
         except BaseException as exc:
             # A job failed after writing, or the transaction itself failed: nothing of the
             # batch is durable, so no job of it may succeed.
-            self._fail(batch, exc, settled=outcomes)
+            self._fail(batch, exc, settled=standalone)
             loop.call_soon(self._next_batch)
             if not isinstance(exc, Exception):
                 raise
             return
         self._committing = True
         commit = loop.run_in_executor(self._committer, conn.execute, "COMMIT")
-        commit.add_done_callback(lambda done: self._committed(done, batch, outcomes))
+        commit.add_done_callback(lambda done: self._committed(done, batch, outcomes, standalone))
 
     def _committed(
         self,
         done: asyncio.Future[Any],
         batch: list[_Job],
         outcomes: list[tuple[_Job, object, BaseException | None]],
+        standalone: list[tuple[_Job, object, BaseException | None]],
     ) -> None:
         """On the loop, once COMMIT returned: acknowledge the batch, start the next one."""
         self._committing = False
         error = done.exception()
         if error is not None:
-            self._fail(batch, error, settled=outcomes)
+            self._fail(batch, error, settled=standalone)
         else:
             self.batches += 1
             self.batched_jobs += len(batch)
@@ -624,7 +634,8 @@ class SqliteStore:
         exc: BaseException,
         settled: Sequence[tuple[_Job, object, BaseException | None]] = (),
     ) -> None:
-        """Roll back and fail every job of ``batch`` that has not failed on its own already."""
+        """Roll back and fail every job of ``batch`` but the refusals in ``settled``, which
+        stand on their own (they saw no write of the batch)."""
         conn = self._writer_conn
         if conn is not None and conn.in_transaction:
             with contextlib.suppress(sqlite3.Error):
