@@ -433,11 +433,55 @@ class GameManager:
                 # A retry of an applied request carries the version it was sent at, which is
                 # stale now: only then is the stored response looked up, so the common path
                 # costs no extra read. (A reused id at the current version is refused by the
-                # store's unique key instead.)
-                stored = await self.store.stored_response(game_id, key)
+                # store's unique key, and looked up then: see _commit_and_apply.)
+                stored = await self._stored_answer(live, seat, key, action_json, expected_version)
                 if stored is not None:
-                    return pb.SubmitActionResponse.FromString(stored)
+                    return stored
             return await self._submit_locked(live, seat, action_json, expected_version, key)
+
+    async def _stored_answer(
+        self,
+        live: LiveGame,
+        seat: int,
+        key: str,
+        action_json: Mapping[str, object],
+        expected_version: int,
+    ) -> pb.SubmitActionResponse | None:
+        """The stored response when this request is a retry of the one that used ``key``.
+
+        A retry is the same action sent at the same version, so its stored response is returned
+        and nothing is applied again. The same id with another action, or sent at another
+        version, is not a retry: answering it with the first action's success would acknowledge
+        an action nobody checked, so it is refused (``REQUEST_ID_REUSED``, audited) and the
+        client must use a new id. None when ``key`` was never used.
+        """
+        game_id = live.record.game_id
+        stored = await self.store.stored_response(game_id, key)
+        if stored is None:
+            return None
+        answer = pb.SubmitActionResponse.FromString(stored)
+        applied_at = answer.version - 1  # every accepted action moves the version by one
+        same = expected_version == applied_at and await self._logged_action(
+            game_id, answer.version
+        ) == _canonical_or_none(action_json)
+        if same:
+            return answer
+        await self._refuse(live, seat, action_json, "REQUEST_ID_REUSED", key)
+        raise ServiceError(
+            grpc.StatusCode.ALREADY_EXISTS,
+            f"request_id {key.partition(':')[2]!r} already named another action of this seat"
+            f" (accepted at version {applied_at}); send a new request_id",
+            reason="REQUEST_ID_REUSED",
+            field="request_id",
+            metadata={"version": str(live.state.version)},
+        )
+
+    async def _logged_action(self, game_id: str, version: int) -> Mapping[str, object] | None:
+        """The canonical action that made ``version`` (a rare read: retries only)."""
+        for row in await self.store.load_log(game_id):
+            if row.kind == "action" and row.version == version:
+                return row.payload
+        return None
 
     async def _submit_locked(
         self,
@@ -521,7 +565,7 @@ class GameManager:
         # answered. So the commit and the update run to their end together, and the caller's
         # ``live.lock`` stays held until they have (see ``_finish_despite_cancellation``).
         return await _finish_despite_cancellation(
-            self._commit_and_apply(live, commit, new_state, all_events, response, kind)
+            self._commit_and_apply(live, commit, new_state, all_events, response, kind, key)
         )
 
     async def _commit_and_apply(
@@ -532,6 +576,7 @@ class GameManager:
         all_events: Sequence[Mapping[str, object]],
         response: pb.SubmitActionResponse,
         kind: str,
+        key: str,
     ) -> pb.SubmitActionResponse:
         """Make ``commit`` durable, then (only then) move ``live`` to ``new_state``.
 
@@ -543,7 +588,18 @@ class GameManager:
         try:
             await self.store.commit(commit)
         except VersionConflict as conflict:
+            # Another replica committed first, or the request id is already stored: the
+            # original of this very request, committed elsewhere (then its stored response is
+            # the answer), or an id reused for another action (refused by _stored_answer).
             await self._catch_up(live)
+            seat = commit.rows[0].seat
+            assert seat is not None
+            action = commit.audit.action or {}
+            if key:
+                stored = await self._stored_answer(live, seat, key, action, commit.expected_version)
+                if stored is not None:
+                    return stored
+            await self._refuse(live, seat, action, "ABORTED", key)
             raise ServiceError(
                 grpc.StatusCode.ABORTED,
                 f"the game moved to version {conflict.current}",
@@ -692,6 +748,14 @@ class GameManager:
     async def verify_audit_log(self, game_id: str, token: str | None) -> AuditVerification:
         await self.get(game_id, token)
         return await self.store.verify_audit_log(game_id)
+
+
+def _canonical_or_none(action_json: Mapping[str, object]) -> Mapping[str, object] | None:
+    """An action in its canonical JSON form, as the log stores it; None if it is malformed."""
+    try:
+        return encode_action(decode_action(action_json))
+    except IllegalAction:
+        return None
 
 
 def _remember_salt(live: LiveGame, deal_row: LogRow) -> None:

@@ -48,10 +48,13 @@ export type ViolationCode = (typeof VIOLATION_CODES)[number];
 /** A gRPC status name ("NOT_FOUND", "UNAUTHENTICATED", ...). */
 export type StatusName = keyof typeof grpc.status;
 
-/** Reasons that are not rule violations: a stale `expected_version`, or, for refusals without
- * a more specific reason (unknown game, bad token, bad request field, transport failures), the
- * gRPC status name itself. */
-export type ServiceReason = "STALE_VERSION" | StatusName;
+/** Reasons that are not rule violations: a stale `expected_version`, a `request_id` already
+ * used for another action of the seat (`REQUEST_ID_REUSED`, ALREADY_EXISTS), or, for refusals
+ * without a more specific reason (unknown game, bad token, bad request field, transport
+ * failures), the gRPC status name itself. */
+export const SERVICE_REASONS = ["STALE_VERSION", "REQUEST_ID_REUSED"] as const;
+export type ServiceReason = (typeof SERVICE_REASONS)[number] | StatusName;
+const SERVICE: ReadonlySet<string> = new Set(SERVICE_REASONS);
 
 /** Every `RefereeError.reason`. */
 export type Reason = ViolationCode | ServiceReason;
@@ -68,7 +71,7 @@ function statusName(code: number): StatusName {
 }
 
 function isReason(reason: string): reason is Reason {
-  return isViolationCode(reason) || reason === "STALE_VERSION" || reason in grpc.status;
+  return isViolationCode(reason) || SERVICE.has(reason) || reason in grpc.status;
 }
 
 const ERROR_INFO = "google.rpc.ErrorInfo";
@@ -128,9 +131,9 @@ export function decodeStatusDetails(metadata: grpc.Metadata | undefined): RichDe
 
 /**
  * A refused call. `code` is the gRPC status, `reason` the A.5 violation code (for a refused
- * game action) or a service reason (`STALE_VERSION`, or the status name), `version` the
- * game's current version when the server said it, `fields` the request fields a BadRequest
- * named (e.g. `action.card`).
+ * game action) or a service reason (`STALE_VERSION`, `REQUEST_ID_REUSED`, or the status
+ * name), `version` the game's current version when the server said it, `fields` the request
+ * fields a BadRequest named (e.g. `action.card`).
  */
 export class RefereeError extends Error {
   override readonly name = "RefereeError";

@@ -169,6 +169,17 @@ describe("pinochle referee through the Node client", () => {
     );
     assert.equal(first.version, 1);
     assert.deepEqual(again, first);
+    // The same id for another action is not a retry: refused, typed, nothing applied.
+    const reused = await acting
+      .submit({ type: "bid", amount: 250 }, { requestId: "retry-1", expectedVersion: 0 })
+      .then(
+        () => assert.fail("a reused request id was accepted"),
+        (error: unknown) => error,
+      );
+    assert.ok(reused instanceof RefereeError);
+    assert.equal(reused.codeName, "ALREADY_EXISTS");
+    assert.equal(reused.reason, "REQUEST_ID_REUSED");
+    assert.deepEqual(reused.fields, ["request_id"]);
   });
 
   test("watch streams events as they happen and stops when the loop breaks", async () => {
