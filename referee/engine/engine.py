@@ -573,17 +573,23 @@ def _discard(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[
 
 
 def _scored_cards(record: MeldRecord) -> list[Card]:
-    """The fewest cards that hold every scored combination: per face, the most any class uses.
+    """The fewest cards that hold every scored combination of ``record``."""
+    return _cards_scoring(record.result, record.shown)
 
-    Capped by the shown cards: under ``run_shares_marriage_cards`` a royal marriage may borrow a
-    card of the run, so one class may list a physical card twice.
+
+def _cards_scoring(result: MeldResult, held: Sequence[Card]) -> list[Card]:
+    """The fewest of ``held`` that hold every combination of ``result``: per face, the most any
+    class uses.
+
+    Capped by ``held``: under ``run_shares_marriage_cards`` a royal marriage may borrow a card
+    of the run, so one class may list a physical card twice.
     """
     need: dict[str, list[int]] = {}
-    for meld in record.result.melds:
+    for meld in result.melds:
         counts = need.setdefault(CLASS_OF.get(meld.name, meld.name), [0] * 24)
         for c in meld.cards:
             counts[c] += 1
-    shown = counts_of(record.shown)
+    shown = counts_of(held)
     most = [
         min(shown[c], max((counts[c] for counts in need.values()), default=0)) for c in range(24)
     ]
@@ -609,8 +615,11 @@ def _enter_meld(setup: Setup, hand: HandState) -> tuple[HandState, Events]:
     events: Events = []
     for step in range(setup.rules.players):
         seat = (first + step) % setup.rules.players
-        shown = hand.hands[seat]
-        result = best_meld(shown, _trump(hand), setup.meld_table)
+        held = hand.hands[seat]
+        result = best_meld(held, _trump(hand), setup.meld_table)
+        # A.10 item 3: a meld is shown, the rest of the hand stays concealed. An automatic meld
+        # shows just the cards of what it scored (nothing when it scored nothing).
+        shown = tuple(_cards_scoring(result, held))
         hand, event = _record_meld(setup, hand, seat, shown, result)
         events.append(event)
     return _after_meld(setup, hand), events
@@ -754,12 +763,15 @@ def concede_refusal(setup: Setup, hand: HandState, seat: int) -> tuple[str, str]
     """(code, reason) when ``seat`` may not concede now, or None (A.7 items 4-5)."""
     if not setup.rules.bidding:
         return "WRONG_PHASE", "there is no contract to concede"
-    if hand.phase == TRUMP and not trump_suits(setup, hand):
-        if seat == hand.declarer:
-            return None
-        return "WRONG_PHASE", "only the declarer, unable to name trump, may concede now"
+    if hand.phase == TRUMP and seat == hand.declarer and not trump_suits(setup, hand):
+        return None
     if hand.phase in (AUCTION, TRUMP, PARTNER_PASS, DECLARER_PASS, KITTY_DISCARD, MELD):
-        return "WRONG_PHASE", "a concession comes after every seat has melded"
+        # One reason for every seat, whatever the declarer holds: telling another seat that
+        # "the declarer cannot name trump" would reveal that its hand has no marriage (A.5).
+        return "WRONG_PHASE", (
+            "a concession comes after every seat has melded (before that, only a declarer"
+            " who cannot name trump may concede)"
+        )
     if seat != hand.declarer:
         return "CONCEDE_NOT_ALLOWED", "only the declarer may concede"
     if hand.phase == BURY:
