@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from referee.engine.actions import decode_action
-from referee.engine.engine import apply, hand_progress, new_game, start_hand
+from referee.engine.engine import apply, check_deal, check_seat, hand_progress, new_game, start_hand
 from referee.engine.errors import DealError, IllegalAction
 from referee.engine.state import GameState
 from referee.rules.cards import CardSyntaxError, parse_card, parse_cards
@@ -125,6 +125,8 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
     except IllegalAction as error:  # a variant that cannot be played in this version
         raise RecordError(error.message) from None
     audit = _Audit(keep_going)
+    # A claim's shape is part of the record: checked now, whether or not it is compared later.
+    game_claim = _parse_game_claim(data.get("claimed"))
     stopped = False
     for index, raw in enumerate(raw_hands):
         where = f"hands[{index}]"
@@ -134,7 +136,16 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
         actions = raw.get("actions", [])
         if not isinstance(actions, list):
             raise RecordError(f"{where}.actions: must be a list")
+        hand_claim = _parse_hand_claim(raw.get("claimed"), index)
         if state.over:
+            # Every hand's deal must be a whole, correct deck (GAME_RECORD.md §1), a hand after
+            # the game's end too: a bad one is a record error (A.7 item 10), never a violation.
+            try:
+                check_deal(
+                    state.setup, parse_deal(raw.get("deal"), f"{where}.deal"), state.next_dealer
+                )
+            except DealError as error:
+                raise RecordError(f"{where}.deal: {error}") from None
             # The game ended: any action in a later hand is GAME_OVER (A.7 item 9), checked by
             # apply so a malformed one is MALFORMED_ACTION first (A.5); with --keep-going every
             # such action is reported and counted (A.10 item 6).
@@ -155,11 +166,11 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
                 raise RecordError(f"{where}: only the last hand may be unfinished")
             audit.hands.append(_summary(hand_progress(state.setup, state.hand)))
             break
-        _check_hand_claim(audit, index, raw.get("claimed"))
+        _check_hand_claim(audit, index, hand_claim)
     if stopped and state.hand is not None:
         audit.hands.append(_summary(hand_progress(state.setup, state.hand)))
     if not audit.violations:
-        _check_game_claim(audit, state, data.get("claimed"))
+        _check_game_claim(audit, state, game_claim)
     verdict: dict[str, object] = {
         "record": name,
         "legal": not audit.violations,
@@ -209,6 +220,7 @@ def _play_hand(
             if isinstance(seat, bool) or not isinstance(seat, int):
                 raise IllegalAction("MALFORMED_ACTION", "an action needs an integer seat", "seat")
             action = decode_action({k: v for k, v in raw.items() if k != "seat"})
+            check_seat(state.setup.rules, seat)  # MALFORMED_ACTION comes first (A.5)
             if state.hand is None and not state.over:
                 raise IllegalAction(
                     "WRONG_PHASE", f"seat {seat}: the hand is over; this action comes after its end"
@@ -227,17 +239,49 @@ def _summary(data: Mapping[str, object]) -> dict[str, object]:
     return {key: data[key] for key in _SUMMARY_KEYS}
 
 
-def _check_hand_claim(audit: _Audit, index: int, claimed: object) -> None:
+@dataclass(frozen=True, slots=True)
+class _GameClaim:
+    scores: list[int] | None
+    winner_given: bool
+    winner: int | None
+
+
+def _parse_hand_claim(claimed: object, index: int) -> list[int] | None:
+    """A hand's claimed delta (GAME_RECORD.md §1), or None when it claims none."""
     if claimed is None:
-        return
+        return None
     if not isinstance(claimed, Mapping):
         raise RecordError(f"hands[{index}].claimed: must be an object")
     _check_keys(claimed, {"delta"}, f"hands[{index}].claimed")
     if "delta" not in claimed:
-        return
+        return None
     claim = _int_list(claimed["delta"])
     if claim is None:
         raise RecordError(f"hands[{index}].claimed.delta: must be a list of integers")
+    return claim
+
+
+def _parse_game_claim(claimed: object) -> _GameClaim:
+    """The record's claimed scores and winner (GAME_RECORD.md §1)."""
+    if claimed is None:
+        return _GameClaim(None, False, None)
+    if not isinstance(claimed, Mapping):
+        raise RecordError("claimed: must be an object")
+    _check_keys(claimed, {"scores", "winner"}, "claimed")
+    scores = None
+    if "scores" in claimed:
+        scores = _int_list(claimed["scores"])
+        if scores is None:
+            raise RecordError("claimed.scores: must be a list of integers")
+    winner = claimed.get("winner")
+    if winner is not None and (isinstance(winner, bool) or not isinstance(winner, int)):
+        raise RecordError("claimed.winner: must be a side number or null")
+    return _GameClaim(scores, "winner" in claimed, winner)
+
+
+def _check_hand_claim(audit: _Audit, index: int, claim: list[int] | None) -> None:
+    if claim is None:
+        return
     computed = audit.hands[-1]["delta"]
     if claim != computed:
         audit.claims.append(
@@ -245,31 +289,19 @@ def _check_hand_claim(audit: _Audit, index: int, claimed: object) -> None:
         )
 
 
-def _check_game_claim(audit: _Audit, state: GameState, claimed: object) -> None:
-    if claimed is None:
-        return
-    if not isinstance(claimed, Mapping):
-        raise RecordError("claimed: must be an object")
-    _check_keys(claimed, {"scores", "winner"}, "claimed")
-    if "scores" in claimed:
-        claim = _int_list(claimed["scores"])
-        if claim is None:
-            raise RecordError("claimed.scores: must be a list of integers")
+def _check_game_claim(audit: _Audit, state: GameState, claim: _GameClaim) -> None:
+    if claim.scores is not None:
         # The verdict's scores: in two-handed they include the melds of a hand in progress
         # (A.9 item 8), so a claim is checked against the same figures the verdict reports.
         computed = _verdict_scores(state)
-        if claim != computed:
+        if claim.scores != computed:
             audit.claims.append(
-                {"hand": None, "field": "scores", "claimed": claim, "computed": computed}
+                {"hand": None, "field": "scores", "claimed": claim.scores, "computed": computed}
             )
-    if "winner" in claimed:
-        winner = claimed["winner"]
-        if winner is not None and (isinstance(winner, bool) or not isinstance(winner, int)):
-            raise RecordError("claimed.winner: must be a side number or null")
-        if winner != state.winner:
-            audit.claims.append(
-                {"hand": None, "field": "winner", "claimed": winner, "computed": state.winner}
-            )
+    if claim.winner_given and claim.winner != state.winner:
+        audit.claims.append(
+            {"hand": None, "field": "winner", "claimed": claim.winner, "computed": state.winner}
+        )
 
 
 def verdict_exit_status(verdict: Mapping[str, object]) -> int:

@@ -229,6 +229,14 @@ def start_hand(state: GameState, deal: Deal) -> tuple[GameState, Events]:
 # The entry point
 
 
+def check_seat(rules: RuleSet, seat: object) -> None:
+    """A seat outside the table is a malformed action, before every other code (A.5)."""
+    if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < rules.players:
+        raise IllegalAction(
+            "MALFORMED_ACTION", f"seat must be a number from 0 to {rules.players - 1}", "seat"
+        )
+
+
 def apply(state: GameState, seat: int, action: Action) -> tuple[GameState, Events]:
     """Validate ``action`` by ``seat`` and return the new state and its events.
 
@@ -236,10 +244,7 @@ def apply(state: GameState, seat: int, action: Action) -> tuple[GameState, Event
     """
     setup = state.setup
     rules = setup.rules
-    if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < rules.players:
-        raise IllegalAction(
-            "MALFORMED_ACTION", f"seat must be a number from 0 to {rules.players - 1}", "seat"
-        )
+    check_seat(rules, seat)
     if isinstance(action, Pass) and action.help and not rules.allow_pass_with_help:
         raise IllegalAction(
             "MALFORMED_ACTION",
