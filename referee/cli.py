@@ -143,7 +143,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except json.JSONDecodeError as error:
             print(f"pinochle-referee: --options is not JSON: {error}", file=sys.stderr)
             return 2
-        return demo_main(args.variant, options, args.seed, args.address)
+        from pinochle_client import RefereeError  # noqa: PLC0415
+
+        try:
+            return demo_main(args.variant, options, args.seed, args.address)
+        except RefereeError as error:  # a refused game (variant, options) or no server there
+            print(f"pinochle-referee: demo: {error}", file=sys.stderr)
+            return 1
     return _run_query()
 
 
@@ -152,6 +158,10 @@ async def _export(game_id: str, db: str, schema: str = "") -> int:
     from referee.service.games import GameManager  # noqa: PLC0415
     from referee.service.server import open_store  # noqa: PLC0415
 
+    if not db.startswith(("postgresql://", "postgres://")) and not Path(db).is_file():
+        # Opening would create an empty database (and its directory) at a mistyped path.
+        print(f"pinochle-referee: no database at {db}", file=sys.stderr)
+        return 1
     store = open_store(db, schema)
     await store.open()
     try:

@@ -103,3 +103,19 @@ def test_choose_makes_descriptor_entries_concrete() -> None:
     assert set(passed["cards"]) <= set(hand)
     assert choose({"type": "meld", "from": hand}, rng) == {"type": "meld", "cards": hand}
     assert choose({"type": "pass", "help": True}, rng) == {"type": "pass", "help": True}
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--variant", "no-such-variant"], "variant"),
+        (["--variant", "partnership", "--options", '{"target": -5}'], "target"),
+    ],
+)
+def test_a_refused_demo_game_is_one_line_not_a_traceback(
+    flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", *flags]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pinochle-referee: demo: ") and says in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -26,6 +26,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 import referee.engine.game
+from referee import cli
 from referee.cli import build_parser
 from referee.engine.game import secure_shuffle
 from referee.service.server import ENV_PREFIX, Settings, configure_logging, settings_from
@@ -314,3 +315,13 @@ def test_every_permutation_comes_from_exactly_one_draw_sequence(
         assert len(recorder.bounds) == size - 1
     assert len(orders) == math.factorial(size)
     assert set(orders) == set(itertools.permutations(range(size)))
+
+
+def test_export_from_a_missing_database_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --db is an error; opening it would leave an empty database behind."""
+    path = tmp_path / "typo" / "referee.db"
+    assert cli.main(["export", "0" * 24, "--db", str(path)]) == 1
+    assert "no database at" in capsys.readouterr().err
+    assert not path.parent.exists()
