@@ -325,3 +325,30 @@ def test_export_from_a_missing_database_creates_nothing(
     assert cli.main(["export", "0" * 24, "--db", str(path)]) == 1
     assert "no database at" in capsys.readouterr().err
     assert not path.parent.exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# Memory: finished games do not pile up
+
+
+async def test_finished_games_leave_memory_least_recently_used_first(tmp_path: Path) -> None:
+    """A game that ends moves from the games in progress to a bounded set of finished ones; the
+    least recently used finished game is dropped and rebuilt from the store when asked for."""
+    async with serving(tmp_path) as srv:
+        games = srv.running.games
+        games.finished_kept = 1
+        variant = "partnership-no-bid"
+        first = await new_table(srv.client, variant, SHORT_GAME[variant], seed="done-1")
+        await play(first, random.Random(1))
+        assert first.game_id not in games.games and list(games.finished) == [first.game_id]
+        view = await first.seats[0].view()
+        record = await first.adj.export()
+        second = await new_table(srv.client, variant, SHORT_GAME[variant], seed="done-2")
+        await play(second, random.Random(2))
+        assert list(games.finished) == [second.game_id]  # the first one was dropped
+        assert first.game_id not in games.games
+        # Rebuilt from the store on demand, the same game as before.
+        assert await first.seats[0].view() == view
+        assert await first.adj.export() == record
+        assert list(games.finished) == [first.game_id]  # rebuilt, it is the most recent now
+        assert view["over"] and not games.games

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -63,6 +64,10 @@ from referee.store.base import (
 
 MAX_REQUEST_ID = 128
 RECENT_EVENTS = 512  # events kept in memory per game for WatchGame; older ones come from the store
+# Finished games kept in memory, most recently used first; older ones are rebuilt from the store
+# when asked for. Active games always stay (their number is capped by max_active_games), but
+# finished ones would otherwise pile up for as long as the server runs.
+FINISHED_GAMES_KEPT = 1024
 
 T = TypeVar("T")
 
@@ -124,13 +129,16 @@ class GameManager:
         max_active_games: int = 10_000,
         shared_store: bool = False,
         clock: Callable[[], float] = time.time,
+        finished_kept: int = FINISHED_GAMES_KEPT,
     ) -> None:
         self.store = store
         self.server_adjudicator_hash = server_adjudicator_hash
         self.max_active_games = max_active_games
         self.shared_store = shared_store  # other replicas may write: refresh before acting
         self.clock = clock
-        self.games: dict[str, LiveGame] = {}
+        self.games: dict[str, LiveGame] = {}  # games in progress
+        self.finished: OrderedDict[str, LiveGame] = OrderedDict()  # least recently used first
+        self.finished_kept = finished_kept
         self._loading: dict[str, asyncio.Lock] = {}
 
     # ----------------------------------------------------------------------------------------
@@ -248,16 +256,16 @@ class GameManager:
         With a shared store the copy is refreshed from the log first, unless the caller will
         refresh it itself under the game's lock (``submit``), which saves a read per action.
         """
-        live = self.games.get(game_id)
+        live = self._cached(game_id)
         if live is not None:
-            if self.shared_store and refresh:
+            if self.shared_store and refresh and not live.state.over:
                 async with live.lock:  # never fold the same rows twice, nor beside a submit
                     await self._catch_up(live)
             return live
         lock = self._loading.setdefault(game_id, asyncio.Lock())
         try:
             async with lock:
-                live = self.games.get(game_id)
+                live = self._cached(game_id)
                 if live is not None:
                     return live
                 try:
@@ -268,13 +276,39 @@ class GameManager:
                 state = new_game(rules, record.first_dealer)
                 live = LiveGame(record, rules, state, 0, _deal_source(record.deal_source))
                 await self._catch_up(live)
-                self.games[game_id] = live
+                if live.state.over:
+                    self._retire(live)
+                else:
+                    self.games[game_id] = live
                 return live
         finally:
             # Issue 4 (limits): requests naming unknown games, from anyone, must not grow this
             # map without bound. Waiters still holding the lock find the game in self.games.
             if self._loading.get(game_id) is lock:
                 del self._loading[game_id]
+
+    def _cached(self, game_id: str) -> LiveGame | None:
+        live = self.games.get(game_id)
+        if live is None:
+            live = self.finished.get(game_id)
+            if live is not None:
+                self.finished.move_to_end(game_id)
+        return live
+
+    def _retire(self, live: LiveGame) -> None:
+        """Move a finished game among the finished ones kept, dropping the least recently used.
+
+        Safe because a finished game never changes again: a request still holding the object
+        sees the same game as one that rebuilds it from the store, and a watcher's stream ends
+        with the game.
+        """
+        game_id = live.record.game_id
+        if self.games.get(game_id) is live:
+            del self.games[game_id]
+        self.finished[game_id] = live
+        self.finished.move_to_end(game_id)
+        while len(self.finished) > self.finished_kept:
+            self.finished.popitem(last=False)
 
     async def _catch_up(self, live: LiveGame) -> None:
         """Fold log rows this replica has not seen yet (restart, or another replica's writes)."""
@@ -296,6 +330,8 @@ class GameManager:
             live.state = state
             async with live.changed:
                 live.changed.notify_all()
+            if state.over and self.games.get(live.record.game_id) is live:
+                self._retire(live)  # it ended on another replica
 
     async def follow_changes(self) -> None:
         """Fold in other replicas' commits as the store announces them (runs until cancelled)."""
@@ -616,10 +652,11 @@ class GameManager:
         live.events.extend(all_events)
         live.event_count += len(all_events)
         del live.events[:-RECENT_EVENTS]
-        if new_state.over:
-            metrics.GAMES_ACTIVE.dec()
         async with live.changed:
             live.changed.notify_all()
+        if new_state.over:
+            metrics.GAMES_ACTIVE.dec()
+            self._retire(live)
         return response
 
     def _audit_row(
