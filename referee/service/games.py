@@ -94,6 +94,7 @@ class LiveGame:
     deals: DealSource
     events: list[Mapping[str, object]] = field(default_factory=list)  # recent, with seq/version
     event_count: int = 0
+    dropped_version: int = -1  # the version of the last event dropped from ``events`` (-1: none)
     salts: dict[int, str] = field(default_factory=dict)  # hand -> salt of its deal (secret)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     callers: dict[str, Caller] | None = None  # token hash -> role, built on first use
@@ -326,7 +327,7 @@ class GameManager:
             live.event_count += len(row.events)
             live.last_seq = row.seq
         if rows:
-            del live.events[:-RECENT_EVENTS]
+            _keep_recent_events(live)
             live.state = state
             async with live.changed:
                 live.changed.notify_all()
@@ -651,7 +652,7 @@ class GameManager:
         live.last_seq = commit.rows[-1].seq
         live.events.extend(all_events)
         live.event_count += len(all_events)
-        del live.events[:-RECENT_EVENTS]
+        _keep_recent_events(live)
         async with live.changed:
             live.changed.notify_all()
         if new_state.over:
@@ -698,24 +699,26 @@ class GameManager:
     # Watching, exporting, auditing
 
     async def watch(
-        self, game_id: str, token: str | None, from_version: int
+        self, game_id: str, token: str | None, from_version: int, *, after_seq: int = 0
     ) -> AsyncIterator[pb.WatchGameResponse]:
-        """The caller's events after ``from_version``, then new ones as they are committed.
+        """The caller's events after ``from_version`` (or, resuming, after event ``after_seq``),
+        then new ones as they are committed.
 
-        Events are numbered 1, 2, ... and their versions never decrease. When some events the
-        caller asked for have left the in-memory window, a snapshot of the caller's current
-        view comes first and the stream goes on from there.
+        Events are numbered 1, 2, ... and their versions never decrease; one version may carry
+        several events (an action's, then the next hand's deal), which is why resuming goes by
+        seq. When some events the caller asked for have left the in-memory window, a snapshot
+        of the caller's current view comes first and the stream goes on from there.
         """
         live, caller = await self.get(game_id, token)
         # Issue 4 / referee.proto: from_version 0 means the whole game, and the first deal's
         # events carry version 0, so "after version 0" must include them.
-        after = from_version if from_version > 0 else -1
-        sent = 0  # the last event seq handled
+        after = from_version if from_version > 0 and not after_seq else -1
+        sent = after_seq  # the last event seq handled
         while True:
             window_start = live.event_count - len(live.events) + 1
-            missed = window_start > sent + 1 and (
-                not live.events or _version(live.events[0]) > after
-            )
+            # Missed: an event the caller wants has left the window (its seq is after ``sent``
+            # and its version after ``after``).
+            missed = window_start > sent + 1 and live.dropped_version > after
             if missed:
                 yield pb.WatchGameResponse(
                     snapshot=pb.Snapshot(
@@ -731,8 +734,8 @@ class GameManager:
                 sent = seq
                 if _version(stored) > after and self.visible(caller, stored):
                     yield pb.WatchGameResponse(event=stored_event_to_proto(stored))
-            if live.state.over:
-                return
+            if live.state.over and live.event_count <= sent:
+                return  # every event sent, the last one included
             async with live.changed:
                 if live.event_count <= sent:
                     await live.changed.wait()
@@ -793,6 +796,15 @@ def _canonical_or_none(action_json: Mapping[str, object]) -> Mapping[str, object
         return encode_action(decode_action(action_json))
     except IllegalAction:
         return None
+
+
+def _keep_recent_events(live: LiveGame) -> None:
+    """Drop all but the last RECENT_EVENTS events, remembering the last dropped one's version
+    (a watcher needs a snapshot only when an event it wants was dropped)."""
+    extra = len(live.events) - RECENT_EVENTS
+    if extra > 0:
+        live.dropped_version = _version(live.events[extra - 1])
+        del live.events[:extra]
 
 
 def _remember_salt(live: LiveGame, deal_row: LogRow) -> None:

@@ -164,8 +164,13 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
     ) -> AsyncIterator[pb.WatchGameResponse]:
         annotate(game=request.game_id)
         try:
+            if request.after_seq < 0:
+                raise invalid("after_seq must not be negative", "after_seq")
             stream = self.games.watch(
-                _game_id(request.game_id), _token(context), request.from_version
+                _game_id(request.game_id),
+                _token(context),
+                request.from_version,
+                after_seq=request.after_seq,
             )
             async for item in stream:
                 yield item

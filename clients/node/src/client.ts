@@ -583,11 +583,13 @@ export class Session {
   /**
    * The caller's events after `fromVersion` (0: the whole game), then new ones as they happen,
    * until the game ends or the loop stops (breaking out cancels the call). A snapshot comes
-   * first when the server no longer keeps events that old for the caller.
+   * first when the server no longer keeps events that old for the caller. To resume after a
+   * disconnect pass `afterSeq`, the `seq` of the last event received (one version can carry
+   * several events, so a version alone cannot say where the stream broke).
    */
-  async *watch(fromVersion = 0): AsyncGenerator<WatchItem, void, undefined> {
+  async *watch(fromVersion = 0, afterSeq = 0): AsyncGenerator<WatchItem, void, undefined> {
     const call = this.client.referee.WatchGame(
-      { gameId: this.gameId, fromVersion },
+      { gameId: this.gameId, fromVersion, afterSeq },
       bearer(this.token),
     );
     // A cancelled call reports CANCELLED after the loop has let go of the stream.

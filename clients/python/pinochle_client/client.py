@@ -337,10 +337,18 @@ class Session:
         )
         return bool(response.intact)
 
-    async def watch(self, from_version: int = 0) -> AsyncIterator[dict[str, Any]]:
-        """Events (and snapshots) as plain dicts: ``{"event": {...}}`` or ``{"snapshot": ...}``."""
+    async def watch(
+        self, from_version: int = 0, *, after_seq: int = 0
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Events (and snapshots) as plain dicts: ``{"event": {...}}`` or ``{"snapshot": ...}``.
+
+        To resume after a disconnect, pass ``after_seq``: the ``seq`` of the last event
+        received (one version can carry several events, so a version alone cannot say where
+        the stream broke)."""
         stream = self.client.referee.WatchGame(
-            pb.WatchGameRequest(game_id=self.game_id, from_version=from_version),
+            pb.WatchGameRequest(
+                game_id=self.game_id, from_version=from_version, after_seq=after_seq
+            ),
             metadata=self.metadata,
         )
         try:

@@ -1,0 +1,542 @@
+"""Review of the streaming and log APIs against referee.proto and issue 4: WatchGame (from_version,
+resumption, the in-memory window's snapshot, redaction, the end of the game, many watchers, a
+restart), GetAuditLog paging and redaction, VerifyAuditLog tampering, ListLegalActions/GetGame
+versions. Everything goes through the real in-process gRPC server; tampering edits the SQLite
+file directly, as the existing tests do. Tests saying "was a bug" failed before the fixes that
+came with them: a watcher mid-stream at the game's end lost the last events, resuming needed a
+seq cursor (``after_seq``), and a snapshot was sent when every wanted event was still kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+from pinochle_client import Session
+
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.store.base import AuditRow
+from tests.service_helpers import (
+    ADJUDICATOR_TOKEN,
+    Served,
+    Step,
+    Table,
+    bearer,
+    new_table,
+    pick,
+    play,
+    play_step,
+    refused,
+    serving,
+)
+from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
+
+WINDOW = 512  # games.RECENT_EVENTS, the in-memory window the proto's snapshot refers to
+RACE_OPTIONS: dict[str, object] = {"target": 400}  # one seeded game of ~350 actions, ~510 events
+_recorded: list[Step] = []
+
+
+@pytest_asyncio.fixture
+async def srv(tmp_path: Path) -> AsyncIterator[Served]:
+    async with serving(tmp_path) as served:
+        yield served
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers
+
+
+class Collector:
+    """A WatchGame stream read into a list by a task of its own."""
+
+    def __init__(self, session: Session, from_version: int = 0) -> None:
+        self.items: list[dict[str, Any]] = []
+        self.task = asyncio.ensure_future(self._run(session, from_version))
+
+    async def _run(self, session: Session, from_version: int) -> None:
+        async for item in session.watch(from_version):
+            self.items.append(item)
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return [i["event"] for i in self.items if "event" in i]
+
+    async def wait_for_version(self, version: int, timeout: float = 10) -> None:
+        async with asyncio.timeout(timeout):
+            while not any(e["version"] >= version for e in self.events):
+                await asyncio.sleep(0.005)
+
+    async def finish(self, timeout: float = 10) -> list[dict[str, Any]]:
+        await asyncio.wait_for(self.task, timeout)
+        return self.items
+
+
+async def until_idle(stream: Any, idle: float = 0.25) -> list[dict[str, Any]]:
+    """Items of an open stream until nothing comes for ``idle`` seconds (or it ends); closes it."""
+    items: list[dict[str, Any]] = []
+    try:
+        while True:
+            items.append(await asyncio.wait_for(anext(stream), idle))
+    except (TimeoutError, StopAsyncIteration):
+        pass
+    await stream.aclose()
+    return items
+
+
+def seqs(items: list[dict[str, Any]]) -> list[int]:
+    return [i["event"]["seq"] for i in items if "event" in i]
+
+
+def shape(event: dict[str, Any]) -> tuple[Any, ...]:
+    """An event without its random data (salts, commitments differ between replays)."""
+    return (event["seq"], event["version"], event["kind"], event["audience"])
+
+
+async def recorded_game(srv: Served) -> list[Step]:
+    """The actions of one whole seeded game (computed once; the same on every server)."""
+    if not _recorded:
+        table = await new_table(srv.client, "partnership", RACE_OPTIONS, seed="race")
+        _recorded.extend(await play(table, random.Random(1)))
+    return list(_recorded)
+
+
+async def replay(table: Table, steps: list[Step], first: int = 0) -> None:
+    for version, step in enumerate(steps, first):
+        await table.seats[step.seat].submit(step.action, expected_version=version)
+
+
+async def step_once(table: Table, rng: random.Random) -> int:
+    step = await play_step(table, rng)
+    assert step is not None
+    version: int = step.result["version"]
+    return version
+
+
+# ----------------------------------------------------------------------------------------------
+# WatchGame: bugs
+
+
+async def test_a_watcher_mid_stream_when_the_game_ends_still_gets_the_final_events(
+    srv: Served,
+) -> None:
+    """A watcher still sending older events when the final action commits must not stop before
+    that action's events (card, trick, hand_result, deal_revealed, game_over, deal_salt)."""
+    steps = await recorded_game(srv)
+    table = await new_table(srv.client, "partnership", RACE_OPTIONS, seed="race")
+    await replay(table, steps[:-1])
+    stream: Any = table.adj.watch(0)
+    got = [await anext(stream)]  # the watcher is now working through ~500 stored events
+    await table.seats[steps[-1].seat].submit(steps[-1].action, expected_version=len(steps) - 1)
+    got += [item async for item in stream]  # ends by itself: the game is over
+    complete = [item async for item in table.adj.watch(0)]  # the finished game's stream
+    kinds = [i["event"]["kind"] for i in got]
+    assert seqs(got) == seqs(complete), f"missing {len(complete) - len(got)} events"
+    assert "game_over" in kinds
+
+
+async def test_resuming_from_the_last_version_seen_after_a_cut_inside_a_version(
+    srv: Served,
+) -> None:
+    """One action's events (and the next hand's deal, same version) come as several messages. A
+    client cut after the first of them cannot resume by version (the rest of that version would
+    be lost, or repeated); it resumes with ``after_seq``, the seq of the last event it got, and
+    gets exactly the rest. (Was a bug: there was no other cursor than the version.)"""
+    table = await new_table(srv.client, "partnership", seed="cut-inside")
+    rng = random.Random(4)
+    await play(table, rng, hands=1)
+    await step_once(table, rng)  # one action of the next hand
+    full = await until_idle(table.seats[0].watch(0))
+    ending = next(i["event"] for i in full if i["event"]["kind"] == "hand_result")["version"]
+    at_end = [i for i in full if i["event"]["version"] == ending]
+    assert len(at_end) > 3  # card_played, trick_taken, ..., hand_started, cards_dealt (seat 0)
+    cut = [i for i in full if i["event"]["version"] < ending] + at_end[:1]
+    resumed = await until_idle(table.seats[0].watch(after_seq=seqs(cut)[-1]))
+    missed = [i["event"]["kind"] for i in at_end[1:]]
+    assert seqs(cut) + seqs(resumed) == seqs(full), f"never delivered: {missed}"
+    assert cut + resumed == full
+    # By version alone the rest of that version is skipped: hence the seq cursor.
+    by_version = await until_idle(table.seats[0].watch(ending))
+    assert seqs(by_version) == [s for s in seqs(full) if s > at_end[-1]["event"]["seq"]]
+
+
+async def test_resuming_after_seeing_only_the_first_deal_gives_no_duplicates(srv: Served) -> None:
+    """The first deal's events carry version 0, and from_version 0 means "the whole game": a
+    client that saw exactly those events resumes with ``after_seq`` and gets only what followed.
+    (Was a bug: by version it could only ask for the whole game again.)"""
+    table = await new_table(srv.client, "partnership", seed="zero")
+    first = await until_idle(table.seats[0].watch(0))
+    assert first and {i["event"]["version"] for i in first} == {0}
+    await table.seats[1].submit({"type": "pass"}, expected_version=0)
+    again = await until_idle(table.seats[0].watch(after_seq=seqs(first)[-1]))
+    assert again and not set(seqs(first)) & set(seqs(again)), "the version-0 events came twice"
+    assert {i["event"]["version"] for i in again} == {1}
+
+
+async def test_a_negative_after_seq_is_invalid(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="negative")
+    request = pb.WatchGameRequest(game_id=table.game_id, after_seq=-1)
+    stream = srv.referee.WatchGame(request, metadata=bearer(table.seat_tokens[0]))
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        async for _ in stream:
+            pass
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+# ----------------------------------------------------------------------------------------------
+# WatchGame: behaviour pinned
+
+
+async def test_from_version_beyond_the_current_one(srv: Served) -> None:
+    """Pinned: a version the game has not reached is accepted; events up to it are skipped, and
+    on a finished game the stream ends at once, empty."""
+    table = await new_table(srv.client, "partnership", seed="future")
+    stream: Any = table.seats[0].watch(2)
+    for seat in (1, 2, 3):
+        await table.seats[seat].submit({"type": "pass"}, expected_version=seat - 1)
+    items = await until_idle(stream)
+    assert items and {i["event"]["version"] for i in items} == {3}
+    full = await until_idle(table.seats[0].watch(0))
+    assert items == [i for i in full if i["event"]["version"] > 2]
+    done = await new_table(srv.client, "partnership", {"target": 100}, seed="future-done")
+    await play(done, random.Random(2))
+    assert [item async for item in done.seats[0].watch(10**9)] == []
+    assert [item async for item in done.seats[0].watch(-5)] == [
+        item async for item in done.seats[0].watch(0)
+    ]
+
+
+async def test_the_real_window_snapshot_and_its_continuation(srv: Served) -> None:
+    """With the real 512-event window: a version whose later events are all kept gets them
+    exactly, with no snapshot; an older one gets a snapshot of the caller's current view, then the
+    events after it; resuming from the snapshot's version loses nothing."""
+    table = await new_table(srv.client, "partnership", seed="window")
+    everything = Collector(table.adj)  # keeps up from the start: never needs a snapshot
+    rng = random.Random(9)
+    version = 0
+    while len(everything.events) < WINDOW + 150:
+        await play(table, rng, hands=1)
+        version = (await table.adj.view())["version"]
+        await everything.wait_for_version(version)
+        await asyncio.sleep(0.05)
+    assert not (await table.adj.view())["over"]
+    assert all("event" in i for i in everything.items)
+    events = everything.events
+    kept, evicted = events[-WINDOW:], events[:-WINDOW]
+    first_kept, last_evicted = kept[0]["version"], evicted[-1]["version"]
+    # Within the window: exactly the events after the version, no snapshot.
+    tail = await until_idle(table.adj.watch(first_kept))
+    assert [i["event"] for i in tail] == [e for e in events if e["version"] > first_kept]
+    # Older than the window: a snapshot of the caller's current view, then new events only.
+    for from_version in (0, last_evicted - 1):
+        stream: Any = table.seats[2].watch(from_version)
+        first = await anext(stream)
+        assert first["snapshot"]["version"] == version
+        assert first["snapshot"]["view"] == await table.seats[2].view()
+        later = await step_once(table, rng)
+        following = await asyncio.wait_for(anext(stream), 5)
+        assert following["event"]["version"] == later == version + 1
+        await stream.aclose()
+        resumed = await until_idle(table.seats[2].watch(version))
+        assert resumed[0] == following
+        assert all(i["event"]["version"] == later for i in resumed)
+        version = later
+    everything.task.cancel()
+
+
+async def test_no_snapshot_when_every_event_after_from_version_is_still_kept(srv: Served) -> None:
+    """Minor: the events after from_version are all in the window (it starts exactly at the next
+    version), so by the proto ("older than the server keeps events") no snapshot is due; the
+    client gets one instead of the kept events."""
+    table = await new_table(srv.client, "partnership", seed="window")
+    everything = Collector(table.adj)
+    rng = random.Random(9)
+    await play(table, rng, hands=5)
+    while True:
+        version = await step_once(table, rng)
+        await everything.wait_for_version(version)
+        await asyncio.sleep(0.01)
+        events = everything.events
+        dropped = events[-WINDOW - 1]["version"] if len(events) > WINDOW else 0
+        # The window's first event opens a version: nothing of it was dropped. (Not version 0:
+        # from_version 0 asks for the whole game.)
+        if dropped > 0 and events[-WINDOW]["version"] > dropped:
+            break
+    last_dropped = events[-WINDOW - 1]["version"]
+    items = await until_idle(table.adj.watch(last_dropped))
+    assert "snapshot" not in items[0], "snapshot although every event after it is kept"
+    assert [i["event"] for i in items] == [e for e in events if e["version"] > last_dropped]
+    everything.task.cancel()
+
+
+async def test_resuming_across_a_server_restart(tmp_path: Path) -> None:
+    """The game is rebuilt from the store with the same event numbers: a client that saw up to
+    version V before the restart gets exactly the events after V from the new server."""
+    rng = random.Random(7)
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="restart")
+        await play(table, rng, hands=1)
+        for _ in range(3):
+            version = await step_once(table, rng)
+        before = await until_idle(table.seats[1].watch(0))
+        assert before[-1]["event"]["version"] == version
+    async with serving(tmp_path) as srv:
+        again = Table(
+            srv.client,
+            table.game_id,
+            table.seat_tokens,
+            table.spectator_token,
+            table.adjudicator_token,
+        )
+        for _ in range(5):
+            await step_once(again, rng)
+        after = await until_idle(again.seats[1].watch(version))
+        full = await until_idle(again.seats[1].watch(0))
+        assert before + after == full
+
+
+async def test_many_watchers_get_their_own_redacted_stream_to_the_end(srv: Served) -> None:
+    """Pinned (watchers idle when the game ends, see the first test): 40 concurrent watchers of
+    every role each get their role's events, in order, once, and their streams end at game over."""
+    steps = await recorded_game(srv)
+    table = await new_table(srv.client, "partnership", RACE_OPTIONS, seed="race")
+    sessions: list[tuple[str | int, Session]] = [("adjudicator", table.adj)] * 8
+    sessions += [("spectator", table.spec)] * 8
+    sessions += [(seat, table.seats[seat]) for seat in range(4) for _ in range(6)]
+    watchers = [(role, Collector(session)) for role, session in sessions]
+    await replay(table, steps[:-1])
+    for _, watcher in watchers:  # every role sees the card played at the last version
+        await watcher.wait_for_version(len(steps) - 1)
+    await asyncio.sleep(0.1)
+    await table.seats[steps[-1].seat].submit(steps[-1].action, expected_version=len(steps) - 1)
+    reference = [i["event"] async for i in table.adj.watch(0)]
+    assert any(e["audience"] == "sealed" for e in reference)
+    for role, watcher in watchers:
+        items = await watcher.finish()
+        events = [i["event"] for i in items]
+        if role == "adjudicator":
+            expected = reference
+        elif role == "spectator":
+            expected = [e for e in reference if e["audience"] == "everyone"]
+        else:
+            expected = [e for e in reference if e["audience"] in ("everyone", str(role))]
+        assert [shape(e) for e in events] == [shape(e) for e in expected], role
+        assert events[-1]["kind"] == "deal_salt" and "game_over" in {e["kind"] for e in events}
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+async def test_a_watcher_on_another_replica(tmp_path: Path, backend: str) -> None:
+    """Pinned: two in-process replicas on one PostgreSQL schema; a watcher on B, opened before
+    anything happened and from a version later, follows actions submitted on A to the game's end,
+    with the same events A's watchers get."""
+    with postgres_schema("stream_review") as schema:
+        async with (
+            serving(tmp_path / "a", db=POSTGRES_URL, db_schema=schema) as a,
+            serving(tmp_path / "b", db=POSTGRES_URL, db_schema=schema) as b,
+        ):
+            steps = await recorded_game(a)
+            on_a = await new_table(a.client, "partnership", RACE_OPTIONS, seed="race")
+            on_b = b.client.seat(on_a.game_id, on_a.seat_tokens[3])
+            from_start = Collector(on_b)
+            await replay(on_a, steps[:100])
+            later = Collector(on_b, 100)
+            await replay(on_a, steps[100:-1], 100)
+            await from_start.wait_for_version(len(steps) - 1)
+            await later.wait_for_version(len(steps) - 1)
+            await asyncio.sleep(0.1)
+            last = steps[-1]
+            await on_a.seats[last.seat].submit(last.action, expected_version=len(steps) - 1)
+            expected = [i["event"] async for i in on_a.seats[3].watch(0)]
+            assert expected[-1]["kind"] == "deal_salt"
+            assert [i["event"] for i in await from_start.finish()] == expected
+            assert [i["event"] for i in await later.finish()] == [
+                e for e in expected if e["version"] > 100
+            ]
+
+
+# ----------------------------------------------------------------------------------------------
+# GetAuditLog
+
+
+async def test_audit_log_pages_past_the_maximum_page_size(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="pages")
+    await asyncio.gather(
+        *(
+            refused(table.seats[n % 4].submit({"type": "pass"}, expected_version=5))
+            for n in range(1003)
+        )
+    )
+    await table.seats[1].submit({"type": "pass"}, expected_version=0)
+    adj = bearer(table.adjudicator_token)
+
+    async def page(after: int, size: int, token: Any = adj) -> list[pb.AuditEntry]:
+        request = pb.GetAuditLogRequest(game_id=table.game_id, after_seq=after, page_size=size)
+        return list((await srv.referee.GetAuditLog(request, metadata=token)).entries)
+
+    default = await page(0, 0)
+    assert [e.seq for e in default] == list(range(1, 1001))  # 0: the server's default, 1000
+    rest = await page(1000, 1000)
+    assert [e.seq for e in rest] == [1001, 1002, 1003, 1004]
+    assert rest[-1].outcome == pb.AUDIT_OUTCOME_ACCEPTED and rest[-1].version == 1
+    walked: list[int] = []
+    while batch := await page(walked[-1] if walked else 0, 97):
+        walked += [e.seq for e in batch]
+    assert walked == list(range(1, 1005))
+    assert await page(1004, 5) == [] and await page(10**12, 5) == []
+    assert [e.seq for e in await page(-7, 2)] == [1, 2]
+    # The server's adjudicator credential sees what the game's adjudicator sees.
+    assert await page(990, 20, bearer(ADJUDICATOR_TOKEN)) == await page(990, 20)
+
+
+async def test_audit_log_redaction_by_role(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="audit-roles")
+    await refused(table.seats[0].submit({"type": "play", "card": "AS"}, expected_version=0))
+    await refused(table.seats[2].submit({"type": "bid", "amount": 250}, expected_version=0))
+    await table.seats[1].submit({"type": "bid", "amount": 250}, expected_version=0)
+    full = await table.adj.audit_log()
+    assert [e.get("code", "") for e in full] == ["NOT_YOUR_TURN", "NOT_YOUR_TURN", ""]
+    assert all(len(e["hash"]) == 64 for e in full)
+    spectator = await table.spec.audit_log()
+    assert [e.get("action") for e in spectator] == [
+        {"type": "play"},
+        {"type": "bid"},
+        {"type": "bid", "amount": 250},
+    ]
+    assert not any("code" in e or "hash" in e or "previous_hash" in e for e in spectator)
+    mine = await table.seats[0].audit_log()
+    assert mine[0]["code"] == "NOT_YOUR_TURN" and mine[0]["action"] == {
+        "type": "play",
+        "card": "AS",
+    }
+    assert "code" not in mine[1] and mine[1]["action"] == {"type": "bid"}
+    for session in (table.spec, *table.seats):
+        assert [e["seq"] for e in await session.audit_log()] == ["1", "2", "3"]
+
+
+# ----------------------------------------------------------------------------------------------
+# VerifyAuditLog
+
+
+async def _verdict(srv: Served, table: Table) -> pb.VerifyAuditLogResponse:
+    return await srv.referee.VerifyAuditLog(
+        pb.VerifyAuditLogRequest(game_id=table.game_id), metadata=bearer(table.spectator_token)
+    )
+
+
+async def _audited_game(srv: Served) -> Table:
+    """A game with 8 audit rows, accepted and refused."""
+    table = await new_table(srv.client, "partnership", seed="verify")
+    await refused(table.seats[0].submit({"type": "pass"}, expected_version=0))
+    for seat in (1, 2, 3):
+        await table.seats[seat].submit({"type": "pass"}, expected_version=seat - 1)
+        await refused(table.seats[seat].submit({"type": "pass"}, expected_version=0))
+    await refused(table.seats[2].submit({"type": "pass"}, expected_version=3))
+    return table
+
+
+def _sql(db: Path, statement: str, *args: object) -> None:
+    conn = sqlite3.connect(db)
+    with conn:
+        assert conn.execute(statement, args).rowcount >= 1
+    conn.close()
+
+
+async def test_verify_audit_log_reports_each_kind_of_tampering(srv: Served) -> None:
+    intact = await _audited_game(srv)
+    verdict = await _verdict(srv, intact)
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (True, 8, 0)
+
+    deleted = await _audited_game(srv)  # a row removed from the middle
+    _sql(srv.db, "DELETE FROM audit WHERE game_id = ? AND seq = 5", deleted.game_id)
+    verdict = await _verdict(srv, deleted)
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 5) and "5" in verdict.detail
+
+    swapped = await _audited_game(srv)  # rows 3 and 4 exchanged
+    for old, new in ((3, 1000), (4, 3), (1000, 4)):
+        _sql(
+            srv.db,
+            "UPDATE audit SET seq = ? WHERE game_id = ? AND seq = ?",
+            new,
+            swapped.game_id,
+            old,
+        )
+    verdict = await _verdict(srv, swapped)
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 3)
+
+    rehashed = await _audited_game(srv)  # refused row 3 made accepted, with a matching hash
+    names = [
+        *("seq", "time", "role", "seat", "rpc", "action", "public_action", "outcome", "code"),
+        *("request_id", "version", "previous_hash"),
+    ]
+    conn = sqlite3.connect(srv.db)
+    values = conn.execute(
+        f"SELECT {', '.join(names)} FROM audit WHERE game_id = ? AND seq = 3",
+        (rehashed.game_id,),
+    ).fetchone()
+    conn.close()
+    fields = dict(zip(names, values, strict=True))
+    assert fields["outcome"] == "refused"
+    for name in ("action", "public_action"):
+        fields[name] = json.loads(fields[name]) if fields[name] else None
+    forged = AuditRow(**{**fields, "outcome": "accepted", "code": ""})
+    _sql(
+        srv.db,
+        "UPDATE audit SET outcome = 'accepted', code = '', hash = ? WHERE game_id = ? AND seq = 3",
+        forged.computed_hash(),
+        rehashed.game_id,
+    )
+    verdict = await _verdict(srv, rehashed)
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 4)
+
+    cut = await _audited_game(srv)  # the last row removed
+    _sql(srv.db, "DELETE FROM audit WHERE game_id = ? AND seq = 8", cut.game_id)
+    verdict = await _verdict(srv, cut)
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 7, 8)
+    assert (await _verdict(srv, intact)).intact  # the other games are untouched
+
+
+# ----------------------------------------------------------------------------------------------
+# ListLegalActions, GetGame, ExportGame
+
+
+async def test_legal_actions_and_get_game_share_the_version(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="legal")
+    rng = random.Random(3)
+    for _ in range(25):
+        game = await srv.referee.GetGame(
+            pb.GetGameRequest(game_id=table.game_id), metadata=bearer(table.seat_tokens[0])
+        )
+        assert json.loads(game.view_json)["version"] == game.version
+        turn = json.loads(game.view_json)["hand"]["turn"]
+        for seat in range(4):
+            answer = await srv.referee.ListLegalActions(
+                pb.ListLegalActionsRequest(game_id=table.game_id),
+                metadata=bearer(table.seat_tokens[seat]),
+            )
+            assert answer.version == game.version
+            assert answer.actions or seat != turn
+        entries = await table.seats[turn].legal_actions()
+        await table.seats[turn].submit(pick(entries, rng), expected_version=game.version)
+    for token in (table.spectator_token, table.adjudicator_token, ADJUDICATOR_TOKEN):
+        error = await refused(
+            srv.referee.ListLegalActions(
+                pb.ListLegalActionsRequest(game_id=table.game_id), metadata=bearer(token)
+            )
+        )
+        assert error.code == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_the_server_credential_may_export_a_game_in_progress(srv: Served) -> None:
+    table = await new_table(srv.client, "partnership", seed="export")
+    await table.seats[1].submit({"type": "pass"}, expected_version=0)
+    server = srv.client.session(table.game_id, ADJUDICATOR_TOKEN)
+    assert await server.export() == await table.adj.export()
+    for session in (table.spec, *table.seats):
+        assert (await refused(session.export())).code == grpc.StatusCode.PERMISSION_DENIED
