@@ -32,6 +32,20 @@ _CODE_NUMBER = {
 }
 
 
+# The longest message a refusal carries. It travels twice in the trailers (grpc-message, and in
+# grpc-status-details-bin with a BadRequest description), percent- or base64-encoded, and gRPC
+# drops a response whose metadata passes 16 KiB: a message quoting a 9,000-character game id or
+# card in full reached the client as RESOURCE_EXHAUSTED with no details at all.
+MAX_MESSAGE = 400
+
+
+def shortened(message: str) -> str:
+    """``message`` cut to MAX_MESSAGE characters, saying how long it was."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    return f"{message[: MAX_MESSAGE - 40]}... ({len(message)} characters in all)"
+
+
 class ServiceError(Exception):
     """A refusal with its gRPC status code, a reason, and what a client needs to recover."""
 
@@ -44,6 +58,7 @@ class ServiceError(Exception):
         field: str = "",
         metadata: Mapping[str, str] | None = None,
     ) -> None:
+        message = shortened(message)
         super().__init__(message)
         self.code = code
         self.message = message

@@ -33,6 +33,7 @@ from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service import logline, metrics
 from referee.service.auth import token_hash
+from referee.service.errors import invalid
 from referee.service.games import GameManager
 from referee.service.servicers import RefereeServicer, RulesServicer
 from referee.store.base import GameStore, StoreError
@@ -176,6 +177,38 @@ def _orjson_line(event: Any, **_: Any) -> bytes:
 _DEFAULT_OUTCOME = {"OK": "ok", "CANCELLED": "cancelled"}
 
 
+@dataclass(frozen=True, slots=True)
+class _Undecodable:
+    """A request whose bytes are not its message (truncated, invalid UTF-8, nested too deep)."""
+
+    error: str
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserializer`` that hands an undecodable request to the handler as ``_Undecodable``.
+
+    grpc.aio decodes a request before any handler or interceptor code runs, and answers a
+    decoding failure ``UNKNOWN`` naming the Python exception. Marked instead, the request is
+    refused like any other malformed one: ``INVALID_ARGUMENT`` with a BadRequest, and logged.
+    """
+    if deserializer is None:
+        return None
+
+    def decode(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as error:  # protobuf's DecodeError, or a parser limit
+            return _Undecodable(type(error).__name__)
+
+    return decode
+
+
+async def _refuse_undecodable(request: _Undecodable, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
+    logline.annotate(outcome="refused", code="INVALID_ARGUMENT", decode_error=request.error)
+    refusal = invalid("the request is not a valid message of this method's type", "request")
+    await context.abort_with_status(refusal.to_status())
+
+
 class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
     """One canonical log line and the gRPC metrics for every RPC."""
 
@@ -199,6 +232,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:  # type: ignore[type-arg]
                 with self._observe(service, name, context):
                     try:
+                        if isinstance(request, _Undecodable):
+                            await _refuse_undecodable(request, context)
                         return await inner(request, context)
                     except Exception as error:
                         await self._fail(error, context)
@@ -206,7 +241,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
             return grpc.unary_unary_rpc_method_handler(
                 unary,
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
@@ -215,6 +250,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # type: ignore[type-arg]
                 with self._observe(service, name, context):
                     try:
+                        if isinstance(request, _Undecodable):
+                            await _refuse_undecodable(request, context)
                         async for item in inner_stream(request, context):
                             yield item
                     except Exception as error:
@@ -224,6 +261,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             async def written(request: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
                 with self._observe(service, name, context):
                     try:
+                        if isinstance(request, _Undecodable):
+                            await _refuse_undecodable(request, context)
                         await inner_stream(request, context)
                     except Exception as error:
                         await self._fail(error, context)
@@ -234,7 +273,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             # ``async for`` failed every health Watch with UNKNOWN.
             return grpc.unary_stream_rpc_method_handler(
                 stream if inspect.isasyncgenfunction(inner_stream) else written,
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler

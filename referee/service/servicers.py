@@ -55,9 +55,14 @@ def _token(context: grpc.aio.ServicerContext) -> str | None:  # type: ignore[typ
     return bearer_token(context.invocation_metadata())
 
 
+MAX_GAME_ID = 64  # the server's ids are 24 hex digits; a longer one cannot name a game
+
+
 def _game_id(game_id: str) -> str:
     if not game_id:
         raise invalid("game_id is required", "game_id")
+    if len(game_id) > MAX_GAME_ID:
+        raise invalid(f"game_id is longer than {MAX_GAME_ID} characters", "game_id")
     return game_id
 
 
