@@ -665,6 +665,15 @@ async def test_verify_audit_log_detects_a_tampered_row(srv: Served) -> None:
     assert (verdict.intact, verdict.first_bad_seq) == (False, 4)
     assert "4" in verdict.detail
     assert not await table.adj.verify_audit_log()
+    check = await table.adj.check_audit_log()
+    assert (check.intact, check.first_bad_seq) == (False, 4)
+    assert (check.entries, check.detail) == (verdict.entries, verdict.detail)
+    # The client pages through the log: page_size entries at a time, after the last seq seen.
+    pages = [await table.adj.audit_log(page_size=4)]
+    while pages[-1]:
+        pages.append(await table.adj.audit_log(after_seq=int(pages[-1][-1]["seq"]), page_size=4))
+    assert [len(p) for p in pages] == [4, 4, 3, 0]
+    assert [e["seq"] for p in pages for e in p] == [str(n) for n in range(1, 12)]
     # Other games are untouched.
     other = await new_table(srv.client, "partnership", seed="tamper")
     assert await other.adj.verify_audit_log()

@@ -14,6 +14,7 @@ game's current version and the offending fields, read from the rich error detail
 """
 
 from pinochle_client.client import (
+    AuditCheck,
     CreatedGame,
     HandScore,
     MeldResult,
@@ -25,6 +26,7 @@ from pinochle_client.client import (
 )
 
 __all__ = [
+    "AuditCheck",
     "CreatedGame",
     "HandScore",
     "MeldResult",

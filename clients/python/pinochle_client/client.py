@@ -64,6 +64,17 @@ def _object(text: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditCheck:
+    """VerifyAuditLog's answer: ``first_bad_seq`` is the first entry whose hash does not match
+    (0 when intact)."""
+
+    intact: bool
+    entries: int
+    first_bad_seq: int
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
 class CreatedGame:
     game_id: str
     seat_tokens: list[str]
@@ -324,18 +335,27 @@ class Session:
         )
         return _plain(response.record)
 
-    async def audit_log(self, after_seq: int = 0) -> list[dict[str, Any]]:
+    async def audit_log(self, after_seq: int = 0, page_size: int = 0) -> list[dict[str, Any]]:
+        """One page of the audit log: entries after ``after_seq``, at most ``page_size`` of them
+        (0: the server's page size). The next page starts after the last entry's ``seq``."""
         response = await self._call(
             self.client.referee.GetAuditLog,
-            pb.GetAuditLogRequest(game_id=self.game_id, after_seq=after_seq),
+            pb.GetAuditLogRequest(game_id=self.game_id, after_seq=after_seq, page_size=page_size),
         )
         return [MessageToDict(e, preserving_proto_field_name=True) for e in response.entries]
 
-    async def verify_audit_log(self) -> bool:
+    async def check_audit_log(self) -> AuditCheck:
+        """The server's check of the game's hash chain, with where it breaks."""
         response = await self._call(
             self.client.referee.VerifyAuditLog, pb.VerifyAuditLogRequest(game_id=self.game_id)
         )
-        return bool(response.intact)
+        return AuditCheck(
+            bool(response.intact), response.entries, response.first_bad_seq, response.detail
+        )
+
+    async def verify_audit_log(self) -> bool:
+        """Whether the game's audit log is intact (``check_audit_log`` says where it is not)."""
+        return (await self.check_audit_log()).intact
 
     async def watch(
         self, from_version: int = 0, *, after_seq: int = 0
