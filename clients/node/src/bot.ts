@@ -1,7 +1,7 @@
 // Simple legal bots, as in referee/demo.py: ask ListLegalActions, pick an entry, turn a
 // descriptor into a concrete action. They bid rarely and never concede.
 
-import type { Action, Card, LegalEntry } from "./client";
+import { isDrawnCardLead, type Action, type Card, type LegalEntry } from "./client";
 
 /** A small seeded PRNG (mulberry32 over a string hash): same seed, same game. */
 export class Rng {
@@ -40,8 +40,17 @@ export class Rng {
   }
 }
 
-/** Which entry to take: pass 3 times in 4 when bidding is open, meld when possible. */
-export function pick(entries: readonly LegalEntry[], rng: Rng): LegalEntry {
+/** The entries a bot can turn into an action: all but the two-handed lead of the card about to
+ * be drawn (`{"type": "play", "drawn_card": true}`), which names no card (RULES.md A.8 item 2);
+ * a bot leads a card it holds instead. */
+export function playable(entries: readonly LegalEntry[]): LegalEntry[] {
+  return entries.filter((entry) => !isDrawnCardLead(entry));
+}
+
+/** Which entry to take (of the `playable` ones): pass 3 times in 4 when bidding is open, meld
+ * when possible. */
+export function pick(offered: readonly LegalEntry[], rng: Rng): LegalEntry {
+  const entries = playable(offered);
   const kinds = new Set(entries.map((e) => e.type));
   if (kinds.has("bid") && kinds.has("pass") && rng.next() < 0.75) {
     const pass = entries.find((e) => e.type === "pass");
@@ -54,7 +63,8 @@ export function pick(entries: readonly LegalEntry[], rng: Rng): LegalEntry {
   return rng.choice(candidates);
 }
 
-/** A concrete action for an entry: the lowest bid, random cards, the whole hand as meld. */
+/** A concrete action for an entry: the lowest bid, random cards, the whole hand as meld. The
+ * drawn-card lead names no card: it throws a TypeError (filter entries with `playable`). */
 export function choose(entry: LegalEntry, rng: Rng): Action {
   switch (entry.type) {
     case "bid":
@@ -65,6 +75,11 @@ export function choose(entry: LegalEntry, rng: Rng): Action {
     case "meld":
       if ("from" in entry) return { type: "meld", cards: [...entry.from] };
       return { type: "meld", name: entry.name, cards: [...entry.cards], points: entry.points };
+    case "play":
+      if (isDrawnCardLead(entry)) {
+        throw new TypeError("the drawn-card lead names no card: filter entries with playable()");
+      }
+      return { ...entry };
     default:
       return { ...entry };
   }

@@ -13,6 +13,7 @@ import type { ProtoGrpcType } from "../generated/referee";
 import type { Struct } from "../generated/google/protobuf/Struct";
 import type { Action as ProtoAction } from "../generated/pinochle/referee/v1/Action";
 import type { AuditEntry__Output } from "../generated/pinochle/referee/v1/AuditEntry";
+import type { AuditRecordsResponse__Output } from "../generated/pinochle/referee/v1/AuditRecordsResponse";
 import type { CreateGameRequest } from "../generated/pinochle/referee/v1/CreateGameRequest";
 import type { CreateGameResponse__Output } from "../generated/pinochle/referee/v1/CreateGameResponse";
 import type { ExportGameResponse__Output } from "../generated/pinochle/referee/v1/ExportGameResponse";
@@ -22,6 +23,7 @@ import type { LegalPlaysRequest } from "../generated/pinochle/referee/v1/LegalPl
 import type { LegalPlaysResponse__Output } from "../generated/pinochle/referee/v1/LegalPlaysResponse";
 import type { ListLegalActionsResponse__Output } from "../generated/pinochle/referee/v1/ListLegalActionsResponse";
 import type { ListVariantsResponse__Output } from "../generated/pinochle/referee/v1/ListVariantsResponse";
+import type { OptionSpec__Output } from "../generated/pinochle/referee/v1/OptionSpec";
 import type { SubmitActionResponse__Output } from "../generated/pinochle/referee/v1/SubmitActionResponse";
 import type { VerifyAuditLogResponse__Output } from "../generated/pinochle/referee/v1/VerifyAuditLogResponse";
 import type { Event__Output } from "../generated/pinochle/referee/v1/Event";
@@ -34,7 +36,7 @@ import type { TrickWinnerResponse__Output } from "../generated/pinochle/referee/
 import type { Variant__Output } from "../generated/pinochle/referee/v1/Variant";
 import type { WatchGameResponse__Output } from "../generated/pinochle/referee/v1/WatchGameResponse";
 import { RefereeError } from "./errors";
-import { fromStruct, toStruct, type Json, type JsonObject } from "./struct";
+import { fromStruct, fromValue, toStruct, type Json, type JsonObject } from "./struct";
 
 // ---------------------------------------------------------------------------------------------
 // The JSON shapes of the contract (RULES.md A.4 actions, A.10 legal-action entries, views).
@@ -90,13 +92,27 @@ export interface NamedMeld {
   points: number;
 }
 
+/** Two-handed: in the trick winner's window the card about to be drawn may be led too (RULES.md
+ * A.8 item 2). It is listed without its name, so the stock's top card stays hidden: this entry
+ * is not an action one can send (`playable` drops it). */
+export interface DrawnCardLead {
+  type: "play";
+  drawn_card: true;
+}
+
 /** One entry of ListLegalActions: a concrete action or a descriptor (RULES.md A.10 item 2). */
 export type LegalEntry =
   | BidDescriptor
   | CardsDescriptor
   | MeldDescriptor
   | NamedMeld
+  | DrawnCardLead
   | Exclude<Action, { type: "bid" | "pass_cards" | "discard" | "meld" }>;
+
+/** Whether an entry is the two-handed lead of the card about to be drawn (names no card). */
+export function isDrawnCardLead(entry: LegalEntry): entry is DrawnCardLead {
+  return entry.type === "play" && "drawn_card" in entry && entry.drawn_card;
+}
 
 /** The caller's view of a game (RULES.md A.10 item 3); `hand` is null between hands. */
 export interface GameView {
@@ -165,7 +181,20 @@ export interface CreatedGame {
   version: number;
 }
 
-export interface SubmitOptions {
+/** Per-call options, the last argument of every unary method. */
+export interface CallOptions {
+  /** This call's deadline in milliseconds (default: the client's `deadlineMs`; 0: none). */
+  deadlineMs?: number;
+  /** Aborting it cancels the call, which then rejects with RefereeError `CANCELLED`. */
+  signal?: AbortSignal;
+  /** Extra request metadata (a session's `authorization` header takes precedence). */
+  metadata?: grpc.Metadata | Record<string, string>;
+}
+
+/** Options of `Session.watch`: as for unary calls, but with no deadline unless one is given. */
+export type WatchOptions = CallOptions;
+
+export interface SubmitOptions extends CallOptions {
   /** Defaults to the version this session last saw. */
   expectedVersion?: number;
   /** Defaults to a fresh UUID; reuse one to retry safely. */
@@ -177,6 +206,45 @@ export interface SubmitResult {
   view: GameView;
   events: GameEvent[];
 }
+
+/** One audit log entry; the action in its JSON form (the adjudicator sees all of it, seats its
+ * public part). Numbers are numbers, enums their names ("ROLE_SEAT", "AUDIT_OUTCOME_REFUSED"). */
+export type AuditEntry = Omit<AuditEntry__Output, "action"> & { action: JsonObject };
+
+/** The server's check of a game's audit hash chain. */
+export interface AuditCheck {
+  intact: boolean;
+  /** How many entries were checked. */
+  entries: number;
+  /** The first entry whose hash does not match (0 when intact). */
+  firstBadSeq: number;
+  /** What is wrong ("" when intact). */
+  detail: string;
+}
+
+/** One AuditRecords verdict (GAME_RECORD.md §2) for `records[index]`. */
+export interface RecordVerdict {
+  index: number;
+  verdict: JsonObject;
+}
+
+export interface AuditRecordsOptions extends WatchOptions {
+  /** Go on after a record that fails (default: stop at the first). */
+  keepGoing?: boolean;
+}
+
+/** A variant option: `allowed` and `defaultValue` as plain JSON. */
+export type OptionSpec = Omit<OptionSpec__Output, "allowed" | "defaultValue"> & {
+  allowed: Json;
+  defaultValue: Json;
+};
+
+/** A variant ListVariants offers, with its options. */
+export type Variant = Omit<Variant__Output, "options"> & { options: OptionSpec[] };
+
+/** A WatchGame stream. `return()` (which `break` calls) stops it at once, even while it waits
+ * for the next event: a pending `next()` then ends the iteration. */
+export type WatchStream = AsyncGenerator<WatchItem, void, undefined>;
 
 // ---------------------------------------------------------------------------------------------
 // Rules queries (RulesService, GAME_RECORD.md §3): stateless, no game or token. A query the rules
@@ -249,9 +317,11 @@ export interface ClientOptions {
   /** Defaults to insecure (plaintext) credentials. */
   credentials?: grpc.ChannelCredentials;
   channelOptions?: grpc.ChannelOptions;
-  /** Deadline of each unary call in milliseconds (default 30 000; 0: none). */
+  /** Deadline of each unary call in milliseconds (default 30 000; 0: none); a call's own
+   * `deadlineMs` overrides it. */
   deadlineMs?: number;
-  /** Where referee.proto lives (default: the repository's protos/, or REFEREE_PROTOS_DIR). */
+  /** Where referee.proto lives (default: REFEREE_PROTOS_DIR, else the copy the build bundles
+   * into the package, dist/protos). */
   protosDir?: string;
 }
 
@@ -269,11 +339,12 @@ export const LOADER_OPTIONS: protoLoader.Options = {
   oneofs: true,
 };
 
+/** The protos `npm run build` copies into the package (scripts/bundle-protos.js):
+ * dist/src/client.js -> dist/protos. */
+export const BUNDLED_PROTOS_DIR = path.resolve(__dirname, "..", "protos");
+
 function defaultProtosDir(): string {
-  // dist/src/client.js -> clients/node/dist/src -> the repository root's protos/.
-  return (
-    process.env["REFEREE_PROTOS_DIR"] ?? path.resolve(__dirname, "..", "..", "..", "..", "protos")
-  );
+  return process.env["REFEREE_PROTOS_DIR"] || BUNDLED_PROTOS_DIR;
 }
 
 const loaded = new Map<string, ProtoGrpcType>();
@@ -361,10 +432,27 @@ function toView(text: string): GameView {
   return parseObject(text, "a view") as unknown as GameView;
 }
 
-function bearer(token: string | undefined): grpc.Metadata {
-  const metadata = new grpc.Metadata();
+/** A call's metadata: the caller's extra entries, then the bearer token (when there is one). */
+function callMetadata(token: string | undefined, extra?: CallOptions["metadata"]): grpc.Metadata {
+  const metadata = extra instanceof grpc.Metadata ? extra.clone() : new grpc.Metadata();
+  if (extra !== undefined && !(extra instanceof grpc.Metadata)) {
+    for (const [key, value] of Object.entries(extra)) metadata.set(key, value);
+  }
   if (token) metadata.set("authorization", `Bearer ${token}`);
   return metadata;
+}
+
+/** What an aborted signal makes of a call that has not started. */
+function aborted(): RefereeError {
+  return new RefereeError({
+    code: grpc.status.CANCELLED,
+    details: "Cancelled on client (the AbortSignal was aborted)",
+  });
+}
+
+/** grpc-js call options for a deadline in milliseconds (0: none). */
+function deadline(ms: number): grpc.CallOptions {
+  return ms > 0 ? { deadline: Date.now() + ms } : {};
 }
 
 type Callback<T> = grpc.requestCallback<T>;
@@ -397,33 +485,118 @@ export class RefereeClient {
     this.referee.close();
   }
 
-  /** Resolves once the channel is connected (rejects after `timeoutMs`). */
+  /** Resolves once the channel is connected; rejects with RefereeError `DEADLINE_EXCEEDED`
+   * when it is not within `timeoutMs`. */
   waitForReady(timeoutMs = 10_000): Promise<void> {
     return new Promise((resolve, reject) => {
-      this.referee.waitForReady(Date.now() + timeoutMs, (error) =>
-        error ? reject(error) : resolve(),
-      );
-    });
-  }
-
-  /** @internal one unary call; refusals become RefereeError. */
-  unary<T>(
-    invoke: (metadata: grpc.Metadata, options: grpc.CallOptions, callback: Callback<T>) => unknown,
-    token?: string,
-  ): Promise<T> {
-    const options: grpc.CallOptions =
-      this.deadlineMs > 0 ? { deadline: Date.now() + this.deadlineMs } : {};
-    return new Promise<T>((resolve, reject) => {
-      invoke(bearer(token), options, (error, response) => {
-        if (error) reject(RefereeError.from(error));
-        else if (response === undefined)
-          reject(new RefereeError({ code: grpc.status.INTERNAL, details: "empty response" }));
-        else resolve(response);
+      this.referee.waitForReady(Date.now() + timeoutMs, (error) => {
+        if (error === undefined) resolve();
+        else
+          reject(
+            new RefereeError({
+              code: grpc.status.DEADLINE_EXCEEDED,
+              details: `${this.target}: ${error.message}`,
+            }),
+          );
       });
     });
   }
 
-  async createGame(request: CreateGameOptions): Promise<CreatedGame> {
+  /** @internal one unary call; refusals (and an abort) become RefereeError. */
+  unary<T>(
+    invoke: (
+      metadata: grpc.Metadata,
+      options: grpc.CallOptions,
+      callback: Callback<T>,
+    ) => grpc.ClientUnaryCall,
+    token?: string,
+    options: CallOptions = {},
+  ): Promise<T> {
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(aborted());
+    return new Promise<T>((resolve, reject) => {
+      const cancel = () => call.cancel();
+      const call = invoke(
+        callMetadata(token, options.metadata),
+        deadline(options.deadlineMs ?? this.deadlineMs),
+        (error, response) => {
+          signal?.removeEventListener("abort", cancel);
+          if (error) reject(RefereeError.from(error));
+          else if (response === undefined)
+            reject(new RefereeError({ code: grpc.status.INTERNAL, details: "empty response" }));
+          else resolve(response);
+        },
+      );
+      signal?.addEventListener("abort", cancel, { once: true });
+    });
+  }
+
+  /**
+   * @internal one server-streaming call, its messages mapped by `map` (undefined: skipped).
+   * Refusals become RefereeError, and so does an abort (`CANCELLED`); `return()`, which
+   * `break` calls, cancels the call at once, even while a `next()` waits for a message (that
+   * `next()` then ends the iteration). No deadline unless `options.deadlineMs` sets one.
+   */
+  stream<M, T>(
+    start: (metadata: grpc.Metadata, options: grpc.CallOptions) => grpc.ClientReadableStream<M>,
+    map: (message: M) => T | undefined,
+    token?: string,
+    options: CallOptions = {},
+  ): AsyncGenerator<T, void, undefined> {
+    const { signal } = options;
+    let call: grpc.ClientReadableStream<M> | undefined;
+    // Whether the consumer let go (return() or throw()): the call's CANCELLED is then no error.
+    let released = false;
+    const cancel = () => call?.cancel();
+
+    async function* messages(): AsyncGenerator<T, void, undefined> {
+      if (signal?.aborted) throw aborted();
+      const metadata = callMetadata(token, options.metadata);
+      const active = start(metadata, deadline(options.deadlineMs ?? 0));
+      call = active;
+      // A cancelled call reports CANCELLED after the loop has let go of the stream.
+      active.on("error", () => undefined);
+      signal?.addEventListener("abort", cancel, { once: true });
+      let finished = false;
+      try {
+        for await (const message of active as AsyncIterable<M>) {
+          const item = map(message);
+          if (item !== undefined) yield item;
+        }
+        finished = true;
+      } catch (error) {
+        finished = true;
+        if (released) return;
+        throw RefereeError.from(error);
+      } finally {
+        signal?.removeEventListener("abort", cancel);
+        if (!finished) active.cancel();
+      }
+    }
+
+    const items = messages();
+    // An async generator's own return() waits behind a pending next(): cancel the call first,
+    // which settles that next().
+    const release = () => {
+      released = true;
+      cancel();
+    };
+    const stream: AsyncGenerator<T, void, undefined> = {
+      next: (...args) => items.next(...args),
+      return: (value) => {
+        release();
+        return items.return(value);
+      },
+      throw: (error: unknown) => {
+        release();
+        return items.throw(error);
+      },
+      [Symbol.asyncIterator]: () => stream,
+    };
+    return stream;
+  }
+
+  async createGame(request: CreateGameOptions, call: CallOptions = {}): Promise<CreatedGame> {
     const message: CreateGameRequest = {
       variant: request.variant,
       firstDealer: request.firstDealer ?? 0,
@@ -437,6 +610,7 @@ export class RefereeClient {
     const response = await this.unary<CreateGameResponse__Output>(
       (md, opts, cb) => this.referee.CreateGame(message, md, opts, cb),
       request.adjudicatorToken,
+      call,
     );
     return {
       gameId: response.gameId,
@@ -457,20 +631,51 @@ export class RefereeClient {
     return new SeatSession(this, gameId, token);
   }
 
-  async listVariants(): Promise<Variant__Output[]> {
-    const response = await this.unary<ListVariantsResponse__Output>((md, opts, cb) =>
-      this.referee.ListVariants({}, md, opts, cb),
+  /** The variants the server offers, their options' allowed values and defaults as JSON. */
+  async listVariants(call: CallOptions = {}): Promise<Variant[]> {
+    const response = await this.unary<ListVariantsResponse__Output>(
+      (md, opts, cb) => this.referee.ListVariants({}, md, opts, cb),
+      undefined,
+      call,
     );
-    return response.variants;
+    return response.variants.map(toVariant);
+  }
+
+  /**
+   * Audit pinochle-record/1 documents (JSON text, or objects such as `Session.export()` gives):
+   * one verdict per record (GAME_RECORD.md §2), `index` naming it in `records`. Without
+   * `keepGoing` the stream stops after the first record that fails. Refusals throw RefereeError.
+   */
+  auditRecords(
+    records: readonly (string | JsonObject)[],
+    options: AuditRecordsOptions = {},
+  ): AsyncGenerator<RecordVerdict, void, undefined> {
+    const request = {
+      records: records.map((record) =>
+        typeof record === "string" ? record : JSON.stringify(record),
+      ),
+      keepGoing: options.keepGoing ?? false,
+    };
+    return this.stream(
+      (md, opts) => this.referee.AuditRecords(request, md, opts),
+      (message: AuditRecordsResponse__Output) => ({
+        index: message.index,
+        verdict: fromStruct(message.verdict),
+      }),
+      undefined,
+      options,
+    );
   }
 
   // Rules queries (RulesService).
 
   /** The meld `hand` makes with `trump`; an empty hand makes 0. */
-  async scoreMeld(query: ScoreMeldQuery): Promise<MeldResult> {
+  async scoreMeld(query: ScoreMeldQuery, call: CallOptions = {}): Promise<MeldResult> {
     const message = { ...rulesBase(query), hand: [...query.hand], trump: query.trump };
-    const response = await this.unary<ScoreMeldResponse__Output>((md, opts, cb) =>
-      this.rules.ScoreMeld(message, md, opts, cb),
+    const response = await this.unary<ScoreMeldResponse__Output>(
+      (md, opts, cb) => this.rules.ScoreMeld(message, md, opts, cb),
+      undefined,
+      call,
     );
     return {
       total: response.total,
@@ -484,7 +689,7 @@ export class RefereeClient {
   }
 
   /** The distinct cards of `hand` that may be played to `trick`, in canonical order. */
-  async legalPlays(query: LegalPlaysQuery): Promise<Card[]> {
+  async legalPlays(query: LegalPlaysQuery, call: CallOptions = {}): Promise<Card[]> {
     const message: LegalPlaysRequest = {
       ...rulesBase(query),
       hand: [...query.hand],
@@ -494,23 +699,27 @@ export class RefereeClient {
     if (query.phase !== undefined) message.phase = query.phase;
     if (query.seatOfPartnerInTrick !== undefined)
       message.seatOfPartnerInTrick = query.seatOfPartnerInTrick;
-    const response = await this.unary<LegalPlaysResponse__Output>((md, opts, cb) =>
-      this.rules.LegalPlays(message, md, opts, cb),
+    const response = await this.unary<LegalPlaysResponse__Output>(
+      (md, opts, cb) => this.rules.LegalPlays(message, md, opts, cb),
+      undefined,
+      call,
     );
     return [...response.legal];
   }
 
   /** The index into `trick` of the card that wins it. */
-  async trickWinner(query: TrickWinnerQuery): Promise<number> {
+  async trickWinner(query: TrickWinnerQuery, call: CallOptions = {}): Promise<number> {
     const message = { ...rulesBase(query), trick: [...query.trick], trump: query.trump };
-    const response = await this.unary<TrickWinnerResponse__Output>((md, opts, cb) =>
-      this.rules.TrickWinner(message, md, opts, cb),
+    const response = await this.unary<TrickWinnerResponse__Output>(
+      (md, opts, cb) => this.rules.TrickWinner(message, md, opts, cb),
+      undefined,
+      call,
     );
     return response.winner;
   }
 
   /** A hand's deltas from bid, meld, card points and tricks. */
-  async scoreHand(query: ScoreHandQuery): Promise<HandScore> {
+  async scoreHand(query: ScoreHandQuery, call: CallOptions = {}): Promise<HandScore> {
     const message: ScoreHandRequest = {
       ...rulesBase(query),
       meld: [...query.meld],
@@ -521,8 +730,10 @@ export class RefereeClient {
     };
     if (query.bid !== undefined && query.bid !== null) message.bid = query.bid;
     if (query.declarer !== undefined && query.declarer !== null) message.declarer = query.declarer;
-    const response = await this.unary<ScoreHandResponse__Output>((md, opts, cb) =>
-      this.rules.ScoreHand(message, md, opts, cb),
+    const response = await this.unary<ScoreHandResponse__Output>(
+      (md, opts, cb) => this.rules.ScoreHand(message, md, opts, cb),
+      undefined,
+      call,
     );
     return { delta: [...response.delta], saved: [...response.saved] };
   }
@@ -535,6 +746,34 @@ function rulesBase(query: RulesQuery): { variant: string; options?: Struct } {
   };
 }
 
+function toVariant(variant: Variant__Output): Variant {
+  return {
+    ...variant,
+    options: variant.options.map((option) => ({
+      ...option,
+      allowed: fromValue(option.allowed),
+      defaultValue: fromValue(option.defaultValue),
+    })),
+  };
+}
+
+function toAuditEntry(entry: AuditEntry__Output): AuditEntry {
+  return { ...entry, action: fromStruct(entry.action) };
+}
+
+function toWatchItem(message: WatchGameResponse__Output): WatchItem | undefined {
+  if (message.item === "event" && message.event) {
+    return { type: "event", event: toEvent(message.event) };
+  }
+  if (message.item === "snapshot" && message.snapshot) {
+    return {
+      type: "snapshot",
+      snapshot: { version: message.snapshot.version, view: toView(message.snapshot.viewJson) },
+    };
+  }
+  return undefined;
+}
+
 export class Session {
   /** The game version this session last saw (updated by view, legalActions and submit). */
   version = 0;
@@ -545,83 +784,85 @@ export class Session {
     protected readonly token: string,
   ) {}
 
-  async view(): Promise<GameView> {
+  async view(call: CallOptions = {}): Promise<GameView> {
     const response = await this.client.unary<GetGameResponse__Output>(
       (md, opts, cb) => this.client.referee.GetGame({ gameId: this.gameId }, md, opts, cb),
       this.token,
+      call,
     );
     this.version = response.version;
     return toView(response.viewJson);
   }
 
   /** The game as a pinochle-record/1 document (adjudicator, or anyone once the game is over). */
-  async export(): Promise<JsonObject> {
+  async export(call: CallOptions = {}): Promise<JsonObject> {
     const response = await this.client.unary<ExportGameResponse__Output>(
       (md, opts, cb) => this.client.referee.ExportGame({ gameId: this.gameId }, md, opts, cb),
       this.token,
+      call,
     );
     return fromStruct(response.record);
   }
 
-  async auditLog(afterSeq = 0): Promise<AuditEntry__Output[]> {
+  /** One page of the audit log: entries after `afterSeq`, at most `pageSize` of them (0: the
+   * server's page size). The next page starts after the last entry's `seq`. */
+  async auditLog(afterSeq = 0, pageSize = 0, call: CallOptions = {}): Promise<AuditEntry[]> {
     const response = await this.client.unary<GetAuditLogResponse__Output>(
       (md, opts, cb) =>
-        this.client.referee.GetAuditLog({ gameId: this.gameId, afterSeq }, md, opts, cb),
+        this.client.referee.GetAuditLog({ gameId: this.gameId, afterSeq, pageSize }, md, opts, cb),
       this.token,
+      call,
     );
-    return response.entries;
+    return response.entries.map(toAuditEntry);
   }
 
-  async verifyAuditLog(): Promise<boolean> {
+  /** The server's check of the game's audit hash chain, with where it breaks. */
+  async verifyAuditLog(call: CallOptions = {}): Promise<AuditCheck> {
     const response = await this.client.unary<VerifyAuditLogResponse__Output>(
       (md, opts, cb) => this.client.referee.VerifyAuditLog({ gameId: this.gameId }, md, opts, cb),
       this.token,
+      call,
     );
-    return response.intact;
+    return {
+      intact: response.intact,
+      entries: response.entries,
+      firstBadSeq: response.firstBadSeq,
+      detail: response.detail,
+    };
+  }
+
+  /** Whether the game's audit log is intact (`verifyAuditLog` says where it is not). */
+  async auditLogIntact(call: CallOptions = {}): Promise<boolean> {
+    return (await this.verifyAuditLog(call)).intact;
   }
 
   /**
    * The caller's events after `fromVersion` (0: the whole game), then new ones as they happen,
-   * until the game ends or the loop stops (breaking out cancels the call). A snapshot comes
-   * first when the server no longer keeps events that old for the caller. To resume after a
-   * disconnect pass `afterSeq`, the `seq` of the last event received (one version can carry
-   * several events, so a version alone cannot say where the stream broke).
+   * until the game ends or the loop stops: breaking out (or `return()`) cancels the call, even
+   * while it waits for the next event, and aborting `options.signal` does too (the loop then
+   * throws RefereeError `CANCELLED`). A snapshot comes first when the server no longer keeps
+   * events that old for the caller. To resume after a disconnect pass `afterSeq`, the `seq` of
+   * the last event received (one version can carry several events, so a version alone cannot
+   * say where the stream broke). No deadline unless `options.deadlineMs` sets one.
    */
-  async *watch(fromVersion = 0, afterSeq = 0): AsyncGenerator<WatchItem, void, undefined> {
-    const call = this.client.referee.WatchGame(
-      { gameId: this.gameId, fromVersion, afterSeq },
-      bearer(this.token),
+  watch(fromVersion = 0, afterSeq = 0, options: WatchOptions = {}): WatchStream {
+    return this.client.stream(
+      (md, opts) =>
+        this.client.referee.WatchGame({ gameId: this.gameId, fromVersion, afterSeq }, md, opts),
+      toWatchItem,
+      this.token,
+      options,
     );
-    // A cancelled call reports CANCELLED after the loop has let go of the stream.
-    call.on("error", () => undefined);
-    let finished = false;
-    try {
-      for await (const message of call as AsyncIterable<WatchGameResponse__Output>) {
-        if (message.item === "event" && message.event) {
-          yield { type: "event", event: toEvent(message.event) };
-        } else if (message.item === "snapshot" && message.snapshot) {
-          yield {
-            type: "snapshot",
-            snapshot: { version: message.snapshot.version, view: toView(message.snapshot.viewJson) },
-          };
-        }
-      }
-      finished = true;
-    } catch (error) {
-      finished = true;
-      throw RefereeError.from(error);
-    } finally {
-      if (!finished) call.cancel();
-    }
   }
 }
 
 export class SeatSession extends Session {
   /** What this seat may do now: concrete actions and descriptors (empty when not its turn). */
-  async legalActions(): Promise<LegalEntry[]> {
+  async legalActions(call: CallOptions = {}): Promise<LegalEntry[]> {
     const response = await this.client.unary<ListLegalActionsResponse__Output>(
       (md, opts, cb) => this.client.referee.ListLegalActions({ gameId: this.gameId }, md, opts, cb),
       this.token,
+      call,
     );
     this.version = response.version;
     return response.actions.map((entry) => fromStruct(entry) as unknown as LegalEntry);
@@ -638,6 +879,7 @@ export class SeatSession extends Session {
     const response = await this.client.unary<SubmitActionResponse__Output>(
       (md, opts, cb) => this.client.referee.SubmitAction(request, md, opts, cb),
       this.token,
+      options,
     );
     this.version = response.version;
     return {

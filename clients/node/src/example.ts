@@ -162,7 +162,7 @@ async function play(client: RefereeClient): Promise<void> {
   console.log(
     `spectator stream: ${events} events (${kinds.get("card_played") ?? 0} cards played, ` +
       `${kinds.get("trick_taken") ?? 0} tricks, ${kinds.get("hand_result") ?? 0} hand results` +
-      `${snapshots ? `, ${snapshots} snapshots` : ""}); audit log intact: ${await spectator.verifyAuditLog()}`,
+      `${snapshots ? `, ${snapshots} snapshots` : ""}); audit log intact: ${await spectator.auditLogIntact()}`,
   );
 }
 

@@ -153,7 +153,7 @@ describe("pinochle referee through the Node client", () => {
     const spectator = client.session(game.gameId, game.spectatorToken);
     const notASeat = await refusal(client.seat(game.gameId, game.spectatorToken).legalActions());
     assert.equal(notASeat.reason, "PERMISSION_DENIED");
-    assert.ok(await spectator.verifyAuditLog());
+    assert.ok(await spectator.auditLogIntact());
   });
 
   test("a retried submit with the same request id is answered once", async () => {
@@ -223,6 +223,73 @@ describe("pinochle referee through the Node client", () => {
     assert.equal(resumed[0]?.type === "event" && resumed[0].event.version, 2);
   });
 
+  test("an aborted watch throws CANCELLED; per-call signal and metadata", async () => {
+    const { game, seats } = await newGame("node-test-watch-abort");
+    const controller = new AbortController();
+    const items: WatchItem[] = [];
+    const watching = (async () => {
+      for await (const item of client
+        .session(game.gameId, game.spectatorToken)
+        .watch(0, 0, { signal: controller.signal })) {
+        items.push(item);
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(items.length, 2, "the deal's events, then the stream waits");
+    controller.abort();
+    const error = await refusal(watching);
+    assert.equal(error.reason, "CANCELLED");
+
+    // An already aborted signal: no call is made.
+    const early = await refusal(seats[0]!.view({ signal: AbortSignal.abort() }));
+    assert.equal(early.reason, "CANCELLED");
+    // Extra metadata does not replace the session's token.
+    const view = await seats[0]!.view({ metadata: { authorization: "Bearer nope" } });
+    assert.equal(view.game_id, game.gameId);
+  });
+
+  test("audit log pages, its check, and AuditRecords verdicts", async () => {
+    const { game, seats } = await newGame("node-test-audit");
+    const rng = new Rng("node-test-audit");
+    for (let n = 0; n < 6; n++) {
+      const [acting] = await toActAndWaiting(seats);
+      await acting.submit(choose(pick(await acting.legalActions(), rng), rng));
+    }
+    const adjudicator = client.session(game.gameId, game.adjudicatorToken);
+    const all = await adjudicator.auditLog();
+    assert.equal(all.length, 6);
+    assert.equal(typeof all[0]!.action["type"], "string");
+    const page = await adjudicator.auditLog(all[1]!.seq, 3);
+    assert.deepEqual(
+      page.map((e) => e.seq),
+      all.slice(2, 5).map((e) => e.seq),
+    );
+    assert.deepEqual(await adjudicator.verifyAuditLog(), {
+      intact: true,
+      entries: 6,
+      firstBadSeq: 0,
+      detail: "",
+    });
+
+    const record = await adjudicator.export();
+    const verdicts = [];
+    for await (const verdict of client.auditRecords([record, "not json"], { keepGoing: true })) {
+      verdicts.push(verdict);
+    }
+    assert.deepEqual(
+      verdicts.map((v) => v.index),
+      [0, 1],
+    );
+    assert.equal(verdicts[0]!.verdict["error"], undefined, JSON.stringify(verdicts[0]));
+    assert.match(String(verdicts[1]!.verdict["error"]), /not valid JSON/);
+
+    const variants = await client.listVariants();
+    const target = variants.find((v) => v.id === "partnership")!.options.find(
+      (o) => o.name === "target",
+    );
+    assert.equal(typeof target?.defaultValue, "number");
+  });
+
   test("plays a whole partnership game to game over", { timeout: 180_000 }, async () => {
     const { game, seats } = await newGame("node-test-game");
     const spectator = client.session(game.gameId, game.spectatorToken);
@@ -273,7 +340,12 @@ describe("pinochle referee through the Node client", () => {
     assert.equal(events.filter((e) => e.kind === "trick_taken").length, 12 * final.hands_completed);
     for (let i = 1; i < events.length; i++) assert.ok(events[i]!.seq > events[i - 1]!.seq);
 
-    assert.ok(await spectator.verifyAuditLog());
+    const check = await spectator.verifyAuditLog();
+    assert.deepEqual(
+      { intact: check.intact, firstBadSeq: check.firstBadSeq, detail: check.detail },
+      { intact: true, firstBadSeq: 0, detail: "" },
+    );
+    assert.ok(check.entries > 0);
     const record = await spectator.export();
     assert.equal(record["variant"], "partnership");
   });

@@ -10,10 +10,16 @@ import * as googleProtoFiles from "google-proto-files";
 
 import {
   RefereeError,
+  Rng,
   VIOLATION_CODES,
   actionToProto,
+  choose,
   fromStruct,
+  isDrawnCardLead,
+  pick,
+  playable,
   toStruct,
+  type LegalEntry,
   type Reason,
 } from "../src/index";
 
@@ -42,6 +48,18 @@ test("actions map to the Action oneof", () => {
     meld: { cards: [], melds: { items: [] }, points: 0 },
   });
   assert.throws(() => actionToProto({ type: "nap" } as never), TypeError);
+});
+
+test("the bots leave out the two-handed drawn-card lead, which names no card", () => {
+  const drawn: LegalEntry = { type: "play", drawn_card: true };
+  const entries: LegalEntry[] = [{ type: "play", card: "AS" }, drawn, { type: "play", card: "9C" }];
+  assert.ok(isDrawnCardLead(drawn));
+  assert.ok(!isDrawnCardLead({ type: "play", card: "AS" }));
+  assert.deepEqual(playable(entries), [entries[0], entries[2]]);
+  const rng = new Rng("drawn");
+  for (let i = 0; i < 50; i++) assert.ok(!isDrawnCardLead(pick(entries, rng)));
+  assert.throws(() => choose(drawn, rng), TypeError);
+  assert.throws(() => pick([drawn], rng), RangeError);
 });
 
 test("the violation codes are exactly the engine's (RULES.md A.5), in order", () => {
