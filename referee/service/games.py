@@ -52,6 +52,7 @@ from referee.service.convert import json_text, stored_event_to_proto
 from referee.service.errors import ServiceError, invalid
 from referee.service.logline import annotate
 from referee.store.base import (
+    ALL_GAMES,
     AuditRow,
     AuditVerification,
     Commit,
@@ -338,16 +339,18 @@ class GameManager:
         """Fold in other replicas' commits as the store announces them (runs until cancelled)."""
         log = structlog.get_logger("referee.games")
         async for game_id in self.store.changes():
-            live = self.games.get(game_id)
-            if live is None:
-                continue
-            # Wait for the lock even when a submit holds it: that submit may have caught up
-            # before this commit landed, and watchers must still see it.
-            try:
-                async with live.lock:
-                    await self._catch_up(live)
-            except Exception:
-                log.exception("catch_up_failed", game_id=game_id)
+            if game_id == ALL_GAMES:  # announcements may have been lost: check every game
+                held = list(self.games.values())
+            else:
+                held = [live] if (live := self.games.get(game_id)) is not None else []
+            for live in held:
+                # Wait for the lock even when a submit holds it: that submit may have caught
+                # up before this commit landed, and watchers must still see it.
+                try:
+                    async with live.lock:
+                        await self._catch_up(live)
+                except Exception:
+                    log.exception("catch_up_failed", game_id=live.record.game_id)
 
     async def recount_active_games(self, every: float) -> None:
         """Set ``referee_games_active`` from the store every ``every`` seconds (until cancelled).
@@ -441,6 +444,8 @@ class GameManager:
                 raise invalid(
                     f"request_id is longer than {MAX_REQUEST_ID} characters", "request_id"
                 )
+            if "\x00" in request_id:  # PostgreSQL text cannot hold it: refused on every store
+                raise invalid("request_id must not contain a NUL character", "request_id")
             if not action_json:  # no oneof member set: a malformed action (A.5)
                 raise invalid("no action given", "action", reason="MALFORMED_ACTION")
         except ServiceError as refusal:
@@ -454,7 +459,8 @@ class GameManager:
                     action_json or None,
                     "refused",
                     refusal.reason,
-                    f"-:{request_id[:MAX_REQUEST_ID]}" if request_id else "",
+                    # As much of the id as may be stored (NUL is kept out of every store).
+                    f"-:{request_id[:MAX_REQUEST_ID].replace(chr(0), '?')}" if request_id else "",
                     live.state.version,
                     role=caller.role if caller is not None else "anonymous",
                 ),

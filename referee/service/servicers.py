@@ -63,6 +63,8 @@ def _game_id(game_id: str) -> str:
         raise invalid("game_id is required", "game_id")
     if len(game_id) > MAX_GAME_ID:
         raise invalid(f"game_id is longer than {MAX_GAME_ID} characters", "game_id")
+    if "\x00" in game_id:  # no id has one, and PostgreSQL text cannot hold it
+        raise invalid("game_id must not contain a NUL character", "game_id")
     return game_id
 
 

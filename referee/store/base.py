@@ -118,6 +118,9 @@ class AuditRow:
 
 GENESIS_HASH = "0" * 64
 
+# Yielded by ``GameStore.changes`` when changes may have gone unannounced (never a game id).
+ALL_GAMES = ""
+
 
 @dataclass(frozen=True, slots=True)
 class Commit:
@@ -203,6 +206,7 @@ class GameStore(Protocol):
         """Ids of games that another process changed, as they change (may never yield).
 
         PostgreSQL wakes replicas with LISTEN/NOTIFY; the log table stays the truth, so a
-        replica that hears a game id folds the new rows in from ``load_log``. An embedded
-        store has no other writer and yields nothing.
+        replica that hears a game id folds the new rows in from ``load_log``. ``ALL_GAMES``
+        means announcements may have been lost (the listener reconnected): every game the
+        replica holds must be checked. An embedded store has no other writer and yields nothing.
         """

@@ -53,6 +53,7 @@ from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool
 
 from referee.store.base import (
+    ALL_GAMES,
     GENESIS_HASH,
     AuditRow,
     AuditVerification,
@@ -156,6 +157,13 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 LISTEN_POLL_SECONDS = 0.5  # how often the listener looks up from waiting (close(), keep-alive)
 LISTEN_KEEPALIVE_SECONDS = 15.0  # a silent listener checks its connection this often
 RECONNECT_MAX_SECONDS = 10.0
+POOL_TIMEOUT_SECONDS = 10.0  # the longest a request waits for a pooled connection
+# Per connection: how long a statement may wait for a lock or run, and an open transaction idle.
+SESSION_LIMITS = (
+    ("lock_timeout", "2s"),  # a game row is locked for one commit's few milliseconds
+    ("statement_timeout", "15s"),
+    ("idle_in_transaction_session_timeout", "30s"),
+)
 
 _INSERT_GAME = (
     f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head)"
@@ -248,6 +256,10 @@ class PostgresStore:
             max_size=self.max_size,
             kwargs={"autocommit": True},
             configure=self._configure,
+            # A connection PostgreSQL dropped (a restart, a killed backend) is found and
+            # replaced when it is taken, instead of failing the request that drew it.
+            check=AsyncConnectionPool.check_connection,
+            timeout=POOL_TIMEOUT_SECONDS,
             open=False,
             name="pinochle-referee",
         )
@@ -291,6 +303,13 @@ class PostgresStore:
         conn.adapters.register_loader("json", TextLoader)
         if self.schema is not None:
             await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
+        # Bounded waits: a row lock held by a stuck session elsewhere, or a runaway statement,
+        # fails this request (a StoreError: UNAVAILABLE, retryable) instead of holding one of
+        # the pool's few connections for ever; an abandoned transaction cannot pin rows either.
+        for setting, value in SESSION_LIMITS:
+            await conn.execute(
+                sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(value))
+            )
 
     async def _migrate(self, conn: Connection) -> str:
         """Apply the missing migrations, one transaction each; return the schema's name."""
@@ -494,6 +513,9 @@ class PostgresStore:
     # -- reads ------------------------------------------------------------------------------
 
     async def get_game(self, game_id: str) -> GameRecord:
+        if "\x00" in game_id:  # PostgreSQL text cannot hold U+0000: no stored id has one
+            raise UnknownGame(game_id)
+
         async def query(conn: Connection) -> GameRecord:
             cursor = await conn.execute(
                 f"SELECT {_GAME_COLUMNS} FROM games WHERE game_id = %s",
@@ -523,6 +545,9 @@ class PostgresStore:
         return await self._read(query)
 
     async def stored_response(self, game_id: str, request_id: str) -> bytes | None:
+        if "\x00" in game_id + request_id:  # as in get_game: never stored
+            return None
+
         async def query(conn: Connection) -> bytes | None:
             cursor = await conn.execute(
                 "SELECT response FROM requests WHERE game_id = %s AND request_id = %s",
@@ -604,9 +629,10 @@ class PostgresStore:
                 await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                 self.listener_pid = conn.info.backend_pid
                 delay = 0.25
-                # What was announced while nobody listened is lost; the log is not.
-                for game_id in await self.list_games(active_only=True):
-                    yield game_id
+                # What was announced while nobody listened is lost; the log is not. A game
+                # that ended meanwhile is no longer active, so the listener says "check every
+                # game you hold" rather than listing the active ones.
+                yield ALL_GAMES
                 idle = 0.0
                 while not self._closed:
                     heard = False
