@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-import structlog
 from grpc_health.v1 import health_pb2
 from prometheus_client import REGISTRY
 
@@ -22,19 +21,8 @@ from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.server import configure_logging
 from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
-from tests.service_helpers import bearer, health_stub, new_table, quiet_logs, refused, serving
+from tests.service_helpers import bearer, health_stub, new_table, refused, serving
 from tests.test_store import POSTGRES_URL, new_game, postgres_marks, postgres_schema
-
-
-@pytest.fixture
-def json_logs() -> Iterator[None]:
-    """The server's production logging (JSON lines on stderr) for one test."""
-    configure_logging("json")
-    try:
-        yield
-    finally:
-        structlog.reset_defaults()
-        quiet_logs()
 
 
 def _lines(captured: str) -> list[dict[str, Any]]:

@@ -12,15 +12,12 @@ import os
 import random
 import re
 import secrets
-import signal
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
 import structlog
-from grpc_health.v1 import health_pb2
 from pinochle_client import RefereeClient
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,41 +30,12 @@ from referee.service.server import ENV_PREFIX, Settings, configure_logging, sett
 from tests.service_helpers import (
     SHORT_GAME,
     free_port,
-    health_stub,
     new_table,
     play,
     refused,
     serving,
 )
 from tests.test_service_crash import running
-
-# ----------------------------------------------------------------------------------------------
-# Shutdown
-
-
-async def test_sigint_reports_not_serving_then_exits_cleanly(tmp_path: Path) -> None:
-    """Ctrl-C in a terminal: the same graceful shutdown as SIGTERM."""
-    log = tmp_path / "server.log"
-    with running(tmp_path / "referee.db", free_port(), log, "--grace-seconds", "1") as server:
-        await server.wait_serving()
-        async with RefereeClient(server.address) as client:
-            game = await client.create_game("partnership", seed="int")
-            await client.seat(game.game_id, game.seat_tokens[1]).submit({"type": "pass"})
-            watch = health_stub(client.channel).Watch(health_pb2.HealthCheckRequest(service=""))
-            statuses = [(await anext(aiter(watch))).status]
-            assert statuses == [health_pb2.HealthCheckResponse.SERVING]
-            server.process.send_signal(signal.SIGINT)
-            try:
-                async for update in watch:
-                    statuses.append(update.status)
-            except grpc.aio.AioRpcError as error:
-                assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
-            assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses
-        assert await asyncio.to_thread(server.process.wait, 15) == 0
-        text = log.read_text()
-        assert '"shutting_down"' in text and '"stopped"' in text
-        assert "Traceback" not in text and "KeyboardInterrupt" not in text
-
 
 # ----------------------------------------------------------------------------------------------
 # Log formats

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from grpc_health.v1 import health_pb2
 from pinochle_client import RefereeClient, RefereeError
 
@@ -252,7 +253,12 @@ async def test_sigkill_under_load_loses_no_acknowledged_action(tmp_path: Path) -
     assert unfinished >= len(players) // 2, "the kill was not mid-game"
 
 
-async def test_sigterm_reports_not_serving_then_exits_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_stop_signal_reports_not_serving_then_exits_cleanly(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """SIGTERM (an orchestrator) and SIGINT (Ctrl-C in a terminal) stop the server the same
+    graceful way."""
     db = tmp_path / "referee.db"
     port = free_port()
     log = tmp_path / "server.log"
@@ -266,7 +272,7 @@ async def test_sigterm_reports_not_serving_then_exits_cleanly(tmp_path: Path) ->
             watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
             statuses = [(await anext(aiter(watch))).status]
             assert statuses == [health_pb2.HealthCheckResponse.SERVING]
-            server.process.send_signal(signal.SIGTERM)
+            server.process.send_signal(stop)
             try:
                 async for update in watch:
                     statuses.append(update.status)
@@ -274,7 +280,9 @@ async def test_sigterm_reports_not_serving_then_exits_cleanly(tmp_path: Path) ->
                 assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
             assert health_pb2.HealthCheckResponse.NOT_SERVING in statuses
         assert await asyncio.to_thread(server.process.wait, 15) == 0
-        assert '"shutting_down"' in log.read_text() and '"stopped"' in log.read_text()
+        text = log.read_text()
+        assert '"shutting_down"' in text and '"stopped"' in text
+        assert "Traceback" not in text and "KeyboardInterrupt" not in text
     # What was acknowledged before the shutdown is there after a restart.
     with running(db, port, log) as server:
         await server.wait_serving()

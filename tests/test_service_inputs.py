@@ -9,14 +9,13 @@ Everything goes through a real in-process ``grpc.aio`` server on port 0, as in
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 import pytest_asyncio
-import structlog
 from google.protobuf import struct_pb2
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -36,7 +35,6 @@ from tests.service_helpers import (
     Served,
     bearer,
     new_table,
-    quiet_logs,
     refused,
     serving,
     stream_refused,
@@ -390,16 +388,6 @@ async def test_two_handed_lists_only_false_for_the_run_options(srv: Served) -> N
 
 # ----------------------------------------------------------------------------------------------
 # Refusals on the canonical log line
-
-
-@pytest.fixture
-def json_logs() -> Iterator[None]:
-    configure_logging("json")
-    try:
-        yield
-    finally:
-        structlog.reset_defaults()
-        quiet_logs()
 
 
 @pytest.mark.usefixtures("json_logs")
