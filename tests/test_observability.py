@@ -230,3 +230,24 @@ async def test_a_server_fault_is_internal_or_unavailable_and_logged(
 async def _drain(stream: Any) -> None:
     async for _ in stream:
         pass
+
+
+@pytest.mark.usefixtures("json_logs")
+async def test_a_huge_id_in_a_request_is_cut_on_the_log_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A request may be up to a mebibyte; what it says is quoted on the log line only in part."""
+    async with serving(tmp_path) as srv:
+        configure_logging("json")
+        capfd.readouterr()
+        await refused(
+            srv.referee.SubmitAction(
+                pb.SubmitActionRequest(game_id="g" * 100_000, request_id="r" * 100),
+                metadata=bearer("x"),
+            )
+        )
+        lines = _lines(capfd.readouterr().err)
+    (line,) = [line for line in lines if line.get("event") == "rpc"]
+    assert line["game"].startswith("g" * 200) and line["game"].endswith("(100000 characters)")
+    assert len(line["game"]) < 300 and line["request_id"] == "r" * 100
+    assert line["outcome"] == "refused"

@@ -20,8 +20,14 @@ def begin(**fields: object) -> Token[dict[str, object] | None]:
     return _FIELDS.set(dict(fields))
 
 
+# A field quoted from a request (a game id, a request id) is cut to this many characters: a
+# request may be up to a mebibyte, and its garbage should not flood the log.
+MAX_FIELD = 200
+
+
 def annotate(**fields: object) -> None:
-    """Add fields to the current call's line; empty strings and None are left out.
+    """Add fields to the current call's line; empty strings and None are left out, long
+    strings cut to MAX_FIELD characters.
 
     Outside a call (no line open) this does nothing.
     """
@@ -29,7 +35,11 @@ def annotate(**fields: object) -> None:
     if line is None:
         return
     for key, value in fields.items():
-        if value is not None and value != "":
+        if value is None or value == "":
+            continue
+        if isinstance(value, str) and len(value) > MAX_FIELD:
+            line[key] = f"{value[:MAX_FIELD]}... ({len(value)} characters)"
+        else:
             line[key] = value
 
 
