@@ -380,6 +380,28 @@ def test_cutthroat_may_bury_melded_cards_option() -> None:
     assert act(state, 1, "discard", cards=["QS", "QS", "JD"]).hand is not None
 
 
+def test_cutthroat_bury_is_free_when_the_scored_melds_leave_too_few_cards() -> None:
+    """Ruling (A.7 item 1 cannot be met): run, marriage, dix, aces, queens and jacks around and
+    a pinochle hold 16 of the declarer's 18 cards, so only two are free and three must be
+    buried. Any card may then be buried, rather than the declarer having no legal action (a
+    random game found this dead end)."""
+    eighteen = "AS KS QS JS AH 10H KH QH JH 9H AD AD QD JD 9D AC QC JC"
+    cards = eighteen.split()
+    widow = ["AD", "9D", "JC"]
+    for card in widow:
+        cards.remove(card)
+    state = begin("cutthroat", {}, ("", " ".join(cards)), widow=" ".join(widow))
+    state, _ = _win_with_events(state, 1)
+    state = act(state, 1, "declare_trump", suit="H")
+    state = meld_all(state, {1: eighteen})
+    assert state.hand is not None and state.hand.phase == BURY
+    (entry,) = [e for e in legal_actions(state, 1) if e["type"] == "discard"]
+    offered = entry["from"]
+    assert isinstance(offered, list)
+    assert entry["count"] == 3 and sorted(offered) == sorted(eighteen.split())
+    assert act(state, 1, "discard", cards=["AD", "9D", "KS"]).hand is not None
+
+
 def test_cutthroat_buried_counters_count_for_the_bidder() -> None:
     """§3.3 / A.7 item 1: buried counters count in the declarer's points: played out, the
     three seats' points still add up to 250."""

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import pytest
 from hypothesis import event as note_event
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from referee.audit import audit_record, verdict_exit_status
@@ -490,6 +490,22 @@ class TestRandomGames:
 
     @given(variant_options(), SEEDS, SEEDS)
     @MANY_GAMES
+    # Found by this property: a cutthroat declarer whose scored melds held 16 of its 18 cards
+    # had no legal bury (three to bury, two free); now any card may then be buried.
+    @example(
+        vo=(
+            "cutthroat",
+            {
+                "last_trick_bonus": 0,
+                "trump_requires_marriage": True,
+                "min_bid": 100,
+                "bid_step": 10,
+                "target": 100,
+            },
+        ),
+        seed=1594,
+        rng=678466,
+    )
     def test_invariants_hold(self, vo: tuple[str, dict[str, Any]], seed: int, rng: int) -> None:
         self._label(self._check(*vo, seed, rng))
 

@@ -551,14 +551,12 @@ def _discard(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[
     remaining = _take_cards(seat, hand.hands[seat], action.cards, "discard")
     count = len(hand.deal.widow)
     _check_count(seat, action.cards, count, "discard")
-    if hand.phase == BURY and not setup.rules.may_bury_melded_cards:
-        record = hand.melds[seat]
-        if record is not None and remove_cards(remaining, _scored_cards(record)) is None:
-            raise IllegalAction(
-                "CANNOT_BURY_MELD",
-                f"seat {seat} cannot bury a card of its scored meld",
-                "cards",
-            )
+    if remove_cards(discardable_cards(setup, hand, seat), action.cards) is None:
+        raise IllegalAction(
+            "CANNOT_BURY_MELD",
+            f"seat {seat} cannot bury a card of its scored meld",
+            "cards",
+        )
     hands = list(hand.hands)
     hands[seat] = remaining
     events: Events = [
@@ -575,6 +573,23 @@ def _discard(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[
         hand, more = _enter_meld(setup, hand)
         return hand, events + more
     return _enter_play(setup, hand), events
+
+
+def discardable_cards(setup: Setup, hand: HandState, seat: int) -> tuple[Card, ...]:
+    """The cards ``seat`` may discard now: the whole hand, except in the cutthroat bury, where
+    the 15 kept must hold every card of the declarer's scored combinations (A.7 item 1).
+
+    Ruling (RULES.md and the seeds are silent): when the scored combinations hold more cards
+    than can be kept, so that fewer cards than the bury needs are free, any card may be buried.
+    Otherwise a declarer who melded that much would have no legal action at all.
+    """
+    held = hand.hands[seat]
+    record = hand.melds[seat]
+    if hand.phase != BURY or setup.rules.may_bury_melded_cards or record is None:
+        return held
+    free = remove_cards(held, _scored_cards(record))
+    assert free is not None  # the scored cards were shown from this hand
+    return free if len(free) >= len(hand.deal.widow) else held
 
 
 def _scored_cards(record: MeldRecord) -> list[Card]:
@@ -1070,12 +1085,7 @@ def legal_actions(state: GameState, seat: int) -> list[dict[str, object]]:
                 }
             )
         elif phase in (KITTY_DISCARD, BURY):
-            available = hand.hands[seat]
-            record = hand.melds[seat]
-            if phase == BURY and not rules.may_bury_melded_cards and record is not None:
-                kept = remove_cards(available, _scored_cards(record))
-                assert kept is not None
-                available = kept
+            available = discardable_cards(setup, hand, seat)
             result.append(
                 {"type": "discard", "count": len(hand.deal.widow), "from": format_cards(available)}
             )
