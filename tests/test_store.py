@@ -942,6 +942,18 @@ async def test_sqlite_writes_come_from_the_loop_that_opened_it(tmp_path: Path) -
         await store.close()
 
 
+def fail_audit_inserts(monkeypatch: pytest.MonkeyPatch, game_id: str) -> None:
+    """Make the SQLite store's audit insert fail for ``game_id``: a job failing after a write."""
+    real_insert_audit = sqlite_store._insert_audit
+
+    def failing_insert_audit(conn: sqlite3.Connection, failing: str, *rest: Any) -> None:
+        if failing == game_id:
+            raise RuntimeError("disk on fire")
+        real_insert_audit(conn, failing, *rest)
+
+    monkeypatch.setattr(sqlite_store, "_insert_audit", failing_insert_audit)
+
+
 async def test_sqlite_a_job_failing_after_a_write_fails_its_whole_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -952,14 +964,7 @@ async def test_sqlite_a_job_failing_after_a_write_fails_its_whole_batch(
     try:
         for game_id in ("g0", "g1", "g2"):
             await new_game(store, game_id)
-        real_insert_audit = sqlite_store._insert_audit
-
-        def failing_insert_audit(conn: sqlite3.Connection, game_id: str, *rest: Any) -> None:
-            if game_id == "g2":
-                raise RuntimeError("disk on fire")
-            real_insert_audit(conn, game_id, *rest)
-
-        monkeypatch.setattr(sqlite_store, "_insert_audit", failing_insert_audit)
+        fail_audit_inserts(monkeypatch, "g2")
         first = asyncio.ensure_future(store.commit(make_commit("g0", 0)))
         await asyncio.sleep(0)  # g0's transaction is committing: g1 and g2 form the next batch
         results = await asyncio.gather(

@@ -22,7 +22,6 @@ import pytest_asyncio
 
 from referee.service.errors import ServiceError
 from referee.service.games import Created, GameManager
-from referee.store import sqlite as sqlite_store
 from referee.store.base import AuditRow, Commit, GameStore, StoreError, VersionConflict
 from referee.store.postgres import PostgresStore
 from referee.store.sqlite import SqliteStore
@@ -32,6 +31,7 @@ from tests.test_store import (
     assert_chain,
     audit_entry,
     backend,  # noqa: F401 - a fixture, used by name
+    fail_audit_inserts,
     make_commit,
     new_game,
     postgres_schema,
@@ -181,14 +181,7 @@ async def test_a_conflict_caused_by_a_rolled_back_job_is_not_reported(
     became durable: the game is at 0, and B's caller is told another submission won."""
     for game_id in ("g0", "g1", "g2"):
         await new_game(sqlite, game_id)
-    real_insert_audit = sqlite_store._insert_audit
-
-    def failing_insert_audit(conn: sqlite3.Connection, game_id: str, *rest: Any) -> None:
-        if game_id == "g2":
-            raise RuntimeError("disk on fire")
-        real_insert_audit(conn, game_id, *rest)
-
-    monkeypatch.setattr(sqlite_store, "_insert_audit", failing_insert_audit)
+    fail_audit_inserts(monkeypatch, "g2")
     first = asyncio.ensure_future(sqlite.commit(make_commit("g0", 0)))
     await asyncio.sleep(0)  # g0 is committing: A, B and C form the next batch
     a, b, c = await asyncio.gather(
