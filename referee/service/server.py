@@ -214,6 +214,13 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self) -> None:
         self.log = structlog.get_logger("referee.rpc")
+        # Unary calls being handled now (streams, which mostly wait, are not counted).
+        self.unary_in_flight = 0
+
+    def quiet(self) -> bool:
+        """Whether the call asking is the only unary call in progress: the SQLite store then
+        commits on the event loop (``SqliteStore(commit_on_loop=...)``)."""
+        return self.unary_in_flight <= 1
 
     async def intercept_service(
         self,
@@ -230,14 +237,18 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             inner = handler.unary_unary
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:  # type: ignore[type-arg]
-                with self._observe(service, name, context):
-                    try:
-                        if isinstance(request, _Undecodable):
-                            await _refuse_undecodable(request, context)
-                        return await inner(request, context)
-                    except Exception as error:
-                        await self._fail(error, context)
-                        raise
+                self.unary_in_flight += 1
+                try:
+                    with self._observe(service, name, context):
+                        try:
+                            if isinstance(request, _Undecodable):
+                                await _refuse_undecodable(request, context)
+                            return await inner(request, context)
+                        except Exception as error:
+                            await self._fail(error, context)
+                            raise
+                finally:
+                    self.unary_in_flight -= 1
 
             return grpc.unary_unary_rpc_method_handler(
                 unary,
@@ -333,14 +344,18 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                 self.log.info("rpc", grpc_code=code, duration_ms=round(elapsed * 1000, 3), **fields)
 
 
-def open_store(db: str, schema: str = "") -> GameStore:
+def open_store(
+    db: str, schema: str = "", *, commit_on_loop: Callable[[], bool] | None = None
+) -> GameStore:
+    """The store ``db`` names: a PostgreSQL URL, or else a SQLite file (``commit_on_loop`` is
+    the SQLite store's hint that the server is otherwise idle; PostgreSQL does not use it)."""
     if db.startswith(("postgresql://", "postgres://")):
         from referee.store.postgres import PostgresStore  # noqa: PLC0415
 
         return PostgresStore(db, schema=schema or None)
     from referee.store.sqlite import SqliteStore  # noqa: PLC0415
 
-    return SqliteStore(db)
+    return SqliteStore(db, commit_on_loop=commit_on_loop)
 
 
 @dataclass
@@ -364,7 +379,9 @@ class Running:
 
 
 async def start_server(settings: Settings, store: GameStore | None = None) -> Running:
-    store = store if store is not None else open_store(settings.db, settings.db_schema)
+    interceptor = ObservabilityInterceptor()
+    if store is None:
+        store = open_store(settings.db, settings.db_schema, commit_on_loop=interceptor.quiet)
     await store.open()
     games = GameManager(
         store,
@@ -376,7 +393,7 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
     )
     metrics.GAMES_ACTIVE.set(await store.count_active_games())
     server = grpc.aio.server(
-        interceptors=[ObservabilityInterceptor()],
+        interceptors=[interceptor],
         options=[
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", 16 * settings.max_message_bytes),
