@@ -18,10 +18,9 @@ from grpc_health.v1 import health_pb2
 from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
-from referee.service.server import ObservabilityInterceptor, configure_logging
+from referee.service.server import configure_logging
 from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
-from referee.store.sqlite import SqliteStore
 from tests.service_helpers import bearer, health_stub, new_table, refused, serving
 from tests.test_store import POSTGRES_URL, new_game, postgres_marks, postgres_schema
 
@@ -252,72 +251,3 @@ async def test_a_huge_id_in_a_request_is_cut_on_the_log_line(
     assert line["game"].startswith("g" * 200) and line["game"].endswith("(100000 characters)")
     assert len(line["game"]) < 300 and line["request_id"] == "r" * 100
     assert line["outcome"] == "refused"
-
-
-# ----------------------------------------------------------------------------------------------
-# Calls in flight: the SQLite store commits on the loop only when the server is otherwise idle
-
-
-class _Details(grpc.HandlerCallDetails):
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.invocation_metadata = ()
-
-
-class _Context:
-    """What the interceptor reads of a grpc.aio context on a call that succeeds."""
-
-    def code(self) -> None:
-        return None
-
-
-async def test_the_interceptor_counts_unary_calls_in_flight() -> None:
-    """``quiet()`` is True only while one unary call is being handled; the count goes back to
-    zero after calls that succeed, fail or are cancelled."""
-    interceptor = ObservabilityInterceptor()
-    release = asyncio.Event()
-    seen: list[tuple[int, bool]] = []
-
-    async def inner(request: Any, context: Any) -> str:
-        seen.append((interceptor.unary_in_flight, interceptor.quiet()))
-        if request == "wait":
-            await release.wait()
-        if request == "boom":
-            raise grpc.aio.AbortError()  # a refusal: its status is already set
-        return "answer"
-
-    async def continuation(details: Any) -> Any:
-        return grpc.unary_unary_rpc_method_handler(inner)
-
-    handler = await interceptor.intercept_service(continuation, _Details("/test.Svc/Method"))
-    call = handler.unary_unary
-    assert await call("alone", _Context()) == "answer"
-    waiting = asyncio.create_task(call("wait", _Context()))
-    await asyncio.sleep(0)
-    assert await call("second", _Context()) == "answer"
-    with pytest.raises(grpc.aio.AbortError):
-        await call("boom", _Context())
-    release.set()
-    assert await waiting == "answer"
-    cancelled = asyncio.create_task(call("wait", _Context()))
-    release.clear()
-    await asyncio.sleep(0)
-    cancelled.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await cancelled
-    assert seen == [(1, True), (1, True), (2, False), (2, False), (1, True)]
-    assert interceptor.unary_in_flight == 0 and interceptor.quiet()
-
-
-async def test_a_lone_submit_commits_on_the_loop(tmp_path: Path) -> None:
-    """The server hands the interceptor's ``quiet`` to the SQLite store: sequential calls commit
-    on the event loop (no thread hand-offs); every acknowledged action is durable either way."""
-    async with serving(tmp_path) as srv:
-        table = await new_table(srv.client, "partnership", seed="lone")
-        store = srv.running.store
-        assert isinstance(store, SqliteStore)
-        before = store.loop_commits
-        await table.seats[1].submit({"type": "bid", "amount": 250})
-        await table.seats[2].submit({"type": "pass"}, expected_version=1)
-        assert store.loop_commits == before + 2
-        assert (await store.get_game(table.game_id)).version == 2

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -58,12 +57,10 @@ class _CommitFails:
         self.always = False
         self.commits = 0
         self.commits_failed = 0
-        self.threads: list[str] = []  # the thread each COMMIT ran on
 
     def execute(self, statement: str, *args: Any) -> sqlite3.Cursor:
         if statement == "COMMIT":
             self.commits += 1
-            self.threads.append(threading.current_thread().name)
             if self.always or self.commits in self.failing:
                 self.commits_failed += 1
                 raise sqlite3.OperationalError("disk I/O error")
@@ -106,59 +103,6 @@ async def audit_of(store: GameStore, game_id: str) -> list[AuditRow]:
     return await store.audit_log(game_id, 0, 10_000)
 
 
-# -- SQLite: the COMMIT on the loop when the server is idle -------------------------------------
-
-
-async def test_commit_on_loop_is_asked_before_every_commit(tmp_path: Path) -> None:
-    """The predicate decides per COMMIT: True runs it on the event loop's own thread, False on
-    the commit thread; both acknowledge only what is durable."""
-    idle = [True]
-    store = SqliteStore(tmp_path / "idle.db", commit_on_loop=lambda: idle[0])
-    await store.open()
-    try:
-        await new_game(store, "g1")  # committed on the loop too
-        wrapper = fail_commits(store)  # records the thread of every COMMIT, fails none
-        loop_thread = threading.current_thread().name
-        await store.commit(make_commit("g1", 0))
-        idle[0] = False
-        await store.commit(make_commit("g1", 1))
-        idle[0] = True
-        await store.commit(make_commit("g1", 2))
-        assert wrapper.threads[0] == wrapper.threads[2] == loop_thread
-        assert wrapper.threads[1].startswith("sqlite-commit")
-        assert store.loop_commits == 3
-    finally:
-        await store.close()
-    reopened = SqliteStore(tmp_path / "idle.db")
-    await reopened.open()
-    try:
-        assert (await reopened.get_game("g1")).version == 3
-        assert (await reopened.verify_audit_log("g1")).intact
-    finally:
-        await reopened.close()
-
-
-async def test_a_failing_commit_on_the_loop_fails_its_job_alone(tmp_path: Path) -> None:
-    """A COMMIT on the loop that fails (a full disk) fails its job with StoreError, leaves
-    nothing behind, and the next commit works."""
-    store = SqliteStore(tmp_path / "idle-fail.db", commit_on_loop=lambda: True)
-    await store.open()
-    try:
-        await new_game(store, "g1")
-        wrapper = fail_commits(store)
-        wrapper.failing = {1}
-        with pytest.raises(StoreError):
-            await store.commit(make_commit("g1", 0))
-        assert (await store.get_game("g1")).version == 0
-        assert await store.stored_response("g1", "g1-r1") is None
-        assert await audit_of(store, "g1") == []
-        await store.commit(make_commit("g1", 0))
-        assert (await store.get_game("g1")).version == 1
-        assert wrapper.threads == [threading.current_thread().name] * 2
-    finally:
-        await store.close()
-
-
 # -- SQLite group commit: a COMMIT that fails ---------------------------------------------------
 
 
@@ -195,7 +139,9 @@ async def test_close_while_a_failing_batch_is_pending_settles_every_job(
         await new_game(sqlite, f"g{i}")
     wrapper = fail_commits(sqlite)
     wrapper.failing = {2}
-    tasks = [asyncio.ensure_future(sqlite.commit(make_commit(f"g{i}", 0))) for i in range(5)]
+    tasks = [asyncio.ensure_future(sqlite.commit(make_commit("g0", 0)))]
+    await asyncio.sleep(0)  # g0's COMMIT is in flight: the other four queue for the next one
+    tasks += [asyncio.ensure_future(sqlite.commit(make_commit(f"g{i}", 0))) for i in range(1, 5)]
     await asyncio.sleep(0)
     await asyncio.wait_for(sqlite.close(), BOUND)
     assert all(t.done() for t in tasks)

@@ -13,9 +13,9 @@ import contextlib
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import NamedTuple, TypeVar
 
 import grpc
 import structlog
@@ -99,7 +99,8 @@ class LiveGame:
     salts: dict[int, str] = field(default_factory=dict)  # hand -> salt of its deal (secret)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     callers: dict[str, Caller] | None = None  # token hash -> role, built on first use
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    # Resolved (and dropped) when the game moves on; created by the first watcher that waits.
+    changed: asyncio.Future[None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,14 +208,14 @@ class GameManager:
         state, row = self._deal(state, deals, seq=1, first_event=1)
         live = LiveGame(record, rules, state, 1, deals, list(row.events), len(row.events))
         live.salts[0] = str(row.payload["salt"])
-        # Like an action's commit (see _submit_locked): once handed to the store the game may
+        # Like an action's commit (see _commit): once handed to the store the game may
         # become durable even if the caller is cancelled, so it is registered here either way
         # and referee_games_active keeps matching the database.
-        await _finish_despite_cancellation(self._store_new_game(live, row))
+        await _durably(self.store.create_game(record, [row]), lambda _: self._register(live))
         return Created(game_id, seat_tokens, spectator, adjudicator, state.version)
 
-    async def _store_new_game(self, live: LiveGame, first_deal: LogRow) -> None:
-        await self.store.create_game(live.record, [first_deal])
+    def _register(self, live: LiveGame) -> None:
+        """A new game is durable: hold it in memory and count it."""
         self.games[live.record.game_id] = live
         metrics.GAMES_ACTIVE.inc()
 
@@ -330,8 +331,7 @@ class GameManager:
         if rows:
             _keep_recent_events(live)
             live.state = state
-            async with live.changed:
-                live.changed.notify_all()
+            _announce(live)
             if state.over and self.games.get(live.record.game_id) is live:
                 self._retire(live)  # it ended on another replica
 
@@ -430,7 +430,8 @@ class GameManager:
         expected_version: int,
         request_id: str,
     ) -> pb.SubmitActionResponse:
-        live = await self.load(game_id, refresh=False)  # refreshed under the lock below
+        # Refreshed under the lock below; a game held in memory needs no await (hot path).
+        live = self._cached(game_id) or await self.load(game_id, refresh=False)
         caller: Caller | None = None
         try:
             caller = self.authenticate(live, token)
@@ -476,11 +477,16 @@ class GameManager:
                 # A retry of an applied request carries the version it was sent at, which is
                 # stale now: only then is the stored response looked up, so the common path
                 # costs no extra read. (A reused id at the current version is refused by the
-                # store's unique key, and looked up then: see _commit_and_apply.)
+                # store's unique key, and looked up then: see _conflicted.)
                 stored = await self._stored_answer(live, seat, key, action_json, expected_version)
                 if stored is not None:
                     return stored
-            return await self._submit_locked(live, seat, action_json, expected_version, key)
+            try:
+                accepted = self._accept(live, seat, action_json, expected_version, key)
+            except _Refused as refused:
+                await self._refuse(live, seat, action_json, refused.code, key)
+                raise refused.error from None
+            return await self._commit(live, accepted, key)
 
     async def _stored_answer(
         self,
@@ -526,30 +532,37 @@ class GameManager:
                 return row.payload
         return None
 
-    async def _submit_locked(
+    def _accept(
         self,
         live: LiveGame,
         seat: int,
         action_json: Mapping[str, object],
         expected_version: int,
         key: str,
-    ) -> pb.SubmitActionResponse:
+    ) -> _Accepted:
+        """Check the action against the game (the engine's one ``apply``) and build everything
+        its commit stores and its caller is answered with; raises ``_Refused``.
+
+        No await: the whole check runs in one step of the caller's task, under the game's lock.
+        """
         state = live.state
         game_id = live.record.game_id
         kind = str(action_json.get("type", ""))
         if expected_version != state.version:
-            await self._refuse(live, seat, action_json, "ABORTED", key)
-            raise ServiceError(
-                grpc.StatusCode.ABORTED,
-                f"expected version {expected_version}, but the game is at version {state.version}",
-                reason="STALE_VERSION",
-                metadata={"version": str(state.version)},
+            raise _Refused(
+                "ABORTED",
+                ServiceError(
+                    grpc.StatusCode.ABORTED,
+                    f"expected version {expected_version}, but the game is at version"
+                    f" {state.version}",
+                    reason="STALE_VERSION",
+                    metadata={"version": str(state.version)},
+                ),
             )
         try:
             action = decode_action(action_json)
             new_state, events = apply(state, seat, action)
         except IllegalAction as refused:
-            await self._refuse(live, seat, action_json, refused.code, key)
             metrics.actions(live.rules.variant, kind or "unknown", "refused").inc()
             metrics.violations(refused.code).inc()
             code = (
@@ -557,12 +570,15 @@ class GameManager:
                 if refused.code == "MALFORMED_ACTION"
                 else grpc.StatusCode.FAILED_PRECONDITION
             )
-            raise ServiceError(
-                code,
-                refused.message,
-                reason=refused.code,
-                field=refused.field and f"action.{refused.field}",
-                metadata={"version": str(state.version)},
+            raise _Refused(
+                refused.code,
+                ServiceError(
+                    code,
+                    refused.message,
+                    reason=refused.code,
+                    field=refused.field and f"action.{refused.field}",
+                    metadata={"version": str(state.version)},
+                ),
             ) from None
         canonical = encode_action(action)
         first_event = live.event_count + 1
@@ -600,71 +616,80 @@ class GameManager:
             response=response.SerializeToString(),
             over=new_state.over,
         )
-        # Issue 4 ("nothing acknowledged is ever lost", "a retried request_id returns the stored
-        # response"): gRPC cancels this handler when the client's deadline expires or it goes
-        # away, but a commit handed to the store may still become durable (the store does not
-        # withdraw it). Were the in-memory update then skipped, this replica would stay a version
-        # behind the database: GetGame stale, watchers not told, and the retry ABORTED instead of
-        # answered. So the commit and the update run to their end together, and the caller's
-        # ``live.lock`` stays held until they have (see ``_finish_despite_cancellation``).
-        return await _finish_despite_cancellation(
-            self._commit_and_apply(live, commit, new_state, all_events, response, kind, key)
-        )
+        return _Accepted(commit, new_state, all_events, response, kind)
 
-    async def _commit_and_apply(
-        self,
-        live: LiveGame,
-        commit: Commit,
-        new_state: GameState,
-        all_events: Sequence[Mapping[str, object]],
-        response: pb.SubmitActionResponse,
-        kind: str,
-        key: str,
+    async def _commit(
+        self, live: LiveGame, accepted: _Accepted, key: str
     ) -> pb.SubmitActionResponse:
-        """Make ``commit`` durable, then (only then) move ``live`` to ``new_state``.
+        """Make the accepted action durable, then (only then) move ``live`` to its new state.
 
-        Runs under the game's lock and must not be interrupted between the two steps: see
-        ``_finish_despite_cancellation``. A version conflict (another replica committed first)
-        changes nothing but folding in that replica's rows.
+        Runs under the game's lock. Issue 4 ("nothing acknowledged is ever lost", "a retried
+        request_id returns the stored response"): gRPC cancels this handler when the client's
+        deadline expires or it goes away, but a commit handed to the store may still become
+        durable (the store does not withdraw it). Were the in-memory update then skipped, this
+        replica would stay a version behind the database: GetGame stale, watchers not told, and
+        the retry ABORTED instead of answered. So the update runs whenever the commit lands
+        and the lock is held until it has (``_durably``). A version conflict (another replica
+        committed first) changes nothing but folding in that replica's rows.
         """
         started = time.perf_counter()
+
+        async def failed(error: BaseException) -> None:  # the caller was cancelled meanwhile
+            if isinstance(error, VersionConflict):
+                with contextlib.suppress(ServiceError):
+                    await self._conflicted(live, accepted.commit, key, error)
+
         try:
-            await self.store.commit(commit)
+            await _durably(
+                self.store.commit(accepted.commit),
+                lambda _: self._committed(live, accepted, started),
+                failed,
+            )
         except VersionConflict as conflict:
-            # Another replica committed first, or the request id is already stored: the
-            # original of this very request, committed elsewhere (then its stored response is
-            # the answer), or an id reused for another action (refused by _stored_answer).
-            await self._catch_up(live)
-            seat = commit.rows[0].seat
-            assert seat is not None
-            action = commit.audit.action or {}
-            if key:
-                stored = await self._stored_answer(live, seat, key, action, commit.expected_version)
-                if stored is not None:
-                    return stored
-            await self._refuse(live, seat, action, "ABORTED", key)
-            raise ServiceError(
-                grpc.StatusCode.ABORTED,
-                f"the game moved to version {conflict.current}",
-                reason="STALE_VERSION",
-                metadata={"version": str(conflict.current)},
-            ) from None
+            return await self._conflicted(live, accepted.commit, key, conflict)
+        return accepted.response
+
+    async def _conflicted(
+        self, live: LiveGame, commit: Commit, key: str, conflict: VersionConflict
+    ) -> pb.SubmitActionResponse:
+        """The store refused ``commit``: another replica committed first, or the request id is
+        already stored (the original of this very request, committed elsewhere: its stored
+        response is the answer; or an id reused for another action, refused by
+        ``_stored_answer``). Folds in the other rows, audits the refusal, raises ABORTED."""
+        await self._catch_up(live)
+        seat = commit.rows[0].seat
+        assert seat is not None
+        action = commit.audit.action or {}
+        if key:
+            stored = await self._stored_answer(live, seat, key, action, commit.expected_version)
+            if stored is not None:
+                return stored
+        await self._refuse(live, seat, action, "ABORTED", key)
+        raise ServiceError(
+            grpc.StatusCode.ABORTED,
+            f"the game moved to version {conflict.current}",
+            reason="STALE_VERSION",
+            metadata={"version": str(conflict.current)},
+        )
+
+    def _committed(self, live: LiveGame, accepted: _Accepted, started: float) -> None:
+        """The accepted action is durable: move the game on in memory and tell its watchers."""
         metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
-        metrics.actions(live.rules.variant, kind, "accepted").inc()
-        for row in commit.rows:
+        metrics.actions(live.rules.variant, accepted.kind, "accepted").inc()
+        rows = accepted.commit.rows
+        for row in rows:
             if row.kind == "deal":
                 _remember_salt(live, row)
+        new_state = accepted.new_state
         live.state = new_state
-        live.last_seq = commit.rows[-1].seq
-        live.events.extend(all_events)
-        live.event_count += len(all_events)
+        live.last_seq = rows[-1].seq
+        live.events.extend(accepted.events)
+        live.event_count += len(accepted.events)
         _keep_recent_events(live)
-        async with live.changed:
-            live.changed.notify_all()
+        _announce(live)
         if new_state.over:
             metrics.GAMES_ACTIVE.dec()
             self._retire(live)
-        return response
 
     def _audit_row(
         self,
@@ -742,9 +767,12 @@ class GameManager:
                     yield pb.WatchGameResponse(event=stored_event_to_proto(stored))
             if live.state.over and live.event_count <= sent:
                 return  # every event sent, the last one included
-            async with live.changed:
-                if live.event_count <= sent:
-                    await live.changed.wait()
+            if live.event_count <= sent:
+                if live.changed is None:
+                    live.changed = asyncio.get_running_loop().create_future()
+                # asyncio.wait, unlike await, does not cancel the shared future when this
+                # watcher is cancelled: the other watchers keep waiting on it.
+                await asyncio.wait((live.changed,))
 
     async def export(self, game_id: str, token: str | None) -> dict[str, object]:
         live, caller = await self.get(game_id, token)
@@ -820,32 +848,72 @@ def _remember_salt(live: LiveGame, deal_row: LogRow) -> None:
     live.salts[hand] = str(deal_row.payload["salt"])
 
 
-async def _finish_despite_cancellation(work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work`` to its end even if the caller is cancelled meanwhile, then pass the
-    cancellation on.
+async def _durably(
+    write: Awaitable[T],
+    on_durable: Callable[[T], None],
+    on_failure: Callable[[BaseException], Awaitable[None]] | None = None,
+) -> T:
+    """Await a store write; ``on_durable(result)`` runs once it has committed, even if the
+    caller is cancelled meanwhile (and ``on_failure(error)`` is awaited if it failed then).
+    Then the cancellation is passed on.
 
-    ``work`` runs as a task of its own under ``asyncio.shield``, so cancelling the caller does
-    not cancel it. The caller does not return early either: it waits for ``work`` (ignoring
-    further cancellations) before re-raising ``CancelledError``. That matters because the caller
-    holds the game's lock in an ``async with``: leaving it early would release the lock while
-    ``work`` still changes the game, and the next submission would run against the old state.
-    ``work``'s own cancellation (the loop shutting down) is passed on at once.
+    The write is awaited under ``asyncio.shield``, so cancelling the caller does not cancel it,
+    and the caller does not return early either: it waits for the write (ignoring further
+    cancellations) before re-raising ``CancelledError``. That matters because the caller holds
+    the game's lock in an ``async with``: leaving early would release the lock before
+    ``on_durable`` moved the game on, and the next submission would run against the old state.
+    A store's future is awaited as it is (no task per write: this is every action's path).
     """
-    task = asyncio.get_running_loop().create_task(work)
+    pending = asyncio.ensure_future(write)
     try:
-        return await asyncio.shield(task)
+        result = await asyncio.shield(pending)
     except asyncio.CancelledError:
-        while not task.done():
+        while not pending.done():
             with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait([task])
-        failure = None if task.cancelled() else task.exception()  # retrieved: nobody awaits it
-        if failure is not None and not isinstance(failure, ServiceError):
-            # The caller is gone, so the store's failure (nothing committed; a retry will tell)
-            # would pass silently: log it.
-            structlog.get_logger("referee.games").warning(
-                "commit_failed_after_cancel", exc_info=failure
-            )
+                await asyncio.wait((pending,))
+        if not pending.cancelled():  # the write's own cancellation (the loop shutting down)
+            failure = pending.exception()  # retrieved: nobody else awaits it
+            if failure is None:
+                on_durable(pending.result())
+            elif on_failure is not None:
+                await on_failure(failure)
+            if failure is not None and not isinstance(failure, ServiceError | VersionConflict):
+                # The caller is gone, so the store's failure (nothing committed; a retry will
+                # tell) would pass silently: log it.
+                structlog.get_logger("referee.games").warning(
+                    "commit_failed_after_cancel", exc_info=failure
+                )
         raise
+    on_durable(result)
+    return result
+
+
+def _announce(live: LiveGame) -> None:
+    """Wake the game's watchers: it has moved on."""
+    changed = live.changed
+    if changed is not None:
+        live.changed = None
+        if not changed.done():
+            changed.set_result(None)
+
+
+class _Refused(Exception):
+    """An action refused before its commit: the code to audit and the error to answer."""
+
+    def __init__(self, code: str, error: ServiceError) -> None:
+        super().__init__(code)
+        self.code = code
+        self.error = error
+
+
+class _Accepted(NamedTuple):
+    """An action the engine accepted, ready to commit: what is stored and what is answered."""
+
+    commit: Commit
+    new_state: GameState
+    events: list[Mapping[str, object]]
+    response: pb.SubmitActionResponse
+    kind: str
 
 
 def _audience(value: object) -> str | int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import contextvars
 import gc
 import inspect
 import logging
@@ -33,7 +34,7 @@ from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service import logline, metrics
 from referee.service.auth import token_hash
-from referee.service.errors import invalid
+from referee.service.errors import ServiceError, invalid
 from referee.service.games import GameManager
 from referee.service.servicers import RefereeServicer, RulesServicer
 from referee.store.base import GameStore, StoreError
@@ -214,13 +215,6 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self) -> None:
         self.log = structlog.get_logger("referee.rpc")
-        # Unary calls being handled now (streams, which mostly wait, are not counted).
-        self.unary_in_flight = 0
-
-    def quiet(self) -> bool:
-        """Whether the call asking is the only unary call in progress: the SQLite store then
-        commits on the event loop (``SqliteStore(commit_on_loop=...)``)."""
-        return self.unary_in_flight <= 1
 
     async def intercept_service(
         self,
@@ -237,18 +231,22 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             inner = handler.unary_unary
 
             async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:  # type: ignore[type-arg]
-                self.unary_in_flight += 1
+                line = logline.begin(rpc=name)
+                started = time.perf_counter()
+                ending = "OK"
                 try:
-                    with self._observe(service, name, context):
-                        try:
-                            if isinstance(request, _Undecodable):
-                                await _refuse_undecodable(request, context)
-                            return await inner(request, context)
-                        except Exception as error:
-                            await self._fail(error, context)
-                            raise
+                    if isinstance(request, _Undecodable):
+                        await _refuse_undecodable(request, context)
+                    return await inner(request, context)
+                except asyncio.CancelledError:
+                    ending = "CANCELLED"
+                    raise
+                except Exception as error:
+                    ending = "FAILED"
+                    await self._refuse_or_fail(error, context)
+                    raise
                 finally:
-                    self.unary_in_flight -= 1
+                    self._close(service, name, context, line, started, ending)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary,
@@ -259,25 +257,41 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             inner_stream = handler.unary_stream
 
             async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # type: ignore[type-arg]
-                with self._observe(service, name, context):
-                    try:
-                        if isinstance(request, _Undecodable):
-                            await _refuse_undecodable(request, context)
-                        async for item in inner_stream(request, context):
-                            yield item
-                    except Exception as error:
-                        await self._fail(error, context)
-                        raise
+                line = logline.begin(rpc=name)
+                started = time.perf_counter()
+                ending = "OK"
+                try:
+                    if isinstance(request, _Undecodable):
+                        await _refuse_undecodable(request, context)
+                    async for item in inner_stream(request, context):
+                        yield item
+                except asyncio.CancelledError:
+                    ending = "CANCELLED"
+                    raise
+                except Exception as error:
+                    ending = "FAILED"
+                    await self._refuse_or_fail(error, context)
+                    raise
+                finally:
+                    self._close(service, name, context, line, started, ending)
 
             async def written(request: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
-                with self._observe(service, name, context):
-                    try:
-                        if isinstance(request, _Undecodable):
-                            await _refuse_undecodable(request, context)
-                        await inner_stream(request, context)
-                    except Exception as error:
-                        await self._fail(error, context)
-                        raise
+                line = logline.begin(rpc=name)
+                started = time.perf_counter()
+                ending = "OK"
+                try:
+                    if isinstance(request, _Undecodable):
+                        await _refuse_undecodable(request, context)
+                    await inner_stream(request, context)
+                except asyncio.CancelledError:
+                    ending = "CANCELLED"
+                    raise
+                except Exception as error:
+                    ending = "FAILED"
+                    await self._refuse_or_fail(error, context)
+                    raise
+                finally:
+                    self._close(service, name, context, line, started, ending)
 
             # Issue 4 (gRPC health): a handler that sends with ``context.write`` (the health
             # service's Watch) is a coroutine, not an async generator; wrapping it in
@@ -289,17 +303,22 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             )
         return handler
 
-    async def _fail(self, error: Exception, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
-        """Turn a server fault into a status a client can act on, never ``UNKNOWN``.
+    async def _refuse_or_fail(self, error: Exception, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
+        """Turn what a handler raised into a status a client can act on, never ``UNKNOWN``.
 
-        A refusal has set its status already (``context.abort_with_status`` in ``_guard``):
-        it passes through. Anything else is a fault of the server, not of the client: it is
-        logged with its traceback and answered ``UNAVAILABLE`` when the store failed (a retry
-        with the same ``request_id`` is safe: it returns the stored response if the write did
-        land) or ``INTERNAL`` otherwise, with a fixed message, so no exception text, path or
-        card reaches the caller. Left alone, grpc.aio would answer ``UNKNOWN`` with the
-        exception's text.
+        A ``ServiceError`` is a refusal: it becomes its rich status (ErrorInfo with the A.5
+        code, BadRequest naming the field) and the log line says ``refused`` with its code.
+        An ``AbortError``, or a status already set, passes through. Anything else is a fault of
+        the server, not of the client: it is logged with its traceback and answered
+        ``UNAVAILABLE`` when the store failed (a retry with the same ``request_id`` is safe: it
+        returns the stored response if the write did land) or ``INTERNAL`` otherwise, with a
+        fixed message, so no exception text, path or card reaches the caller. Left alone,
+        grpc.aio would answer ``UNKNOWN`` with the exception's text. Every path but the
+        pass-through raises ``AbortError``.
         """
+        if isinstance(error, ServiceError):
+            logline.annotate(outcome="refused", code=error.reason)
+            await context.abort_with_status(error.to_status())
         status = context.code()
         if isinstance(error, grpc.aio.AbortError) or status not in (None, grpc.StatusCode.OK):
             return
@@ -313,49 +332,45 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         logline.annotate(outcome="failed", code="INTERNAL")
         await context.abort(grpc.StatusCode.INTERNAL, "internal server error (logged)")
 
-    @contextlib.contextmanager
-    def _observe(self, service: str, name: str, context: grpc.aio.ServicerContext):  # type: ignore[no-untyped-def,type-arg]
-        line = logline.begin(rpc=name)
-        started = time.perf_counter()
-        code = "OK"
-        try:
-            yield
-        except asyncio.CancelledError:
-            code = "CANCELLED"
-            raise
-        except Exception:
+    def _close(
+        self,
+        service: str,
+        name: str,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+        line: contextvars.Token[dict[str, object] | None],
+        started: float,
+        ending: str,
+    ) -> None:
+        """Count the call and write its canonical line. ``ending`` is OK, CANCELLED, or FAILED
+        (it raised: the status it was refused or failed with names it)."""
+        code = ending
+        if ending != "CANCELLED":
             status = context.code()
-            code = "INTERNAL" if status is None or status == grpc.StatusCode.OK else status.name
-            raise
-        finally:
-            if code == "OK":
-                status = context.code()
-                if status is not None:
-                    code = status.name if hasattr(status, "name") else str(status)
-            elapsed = time.perf_counter() - started
-            metrics.grpc_handled(service, name, code).inc()
-            metrics.grpc_seconds(service, name).observe(elapsed)
-            fields = logline.end(line)
-            if not service.startswith("grpc.health"):
-                # Every line says how the call ended: handlers set accepted / created / refused /
-                # failed where they know more; a call that set nothing served ("ok"), was
-                # cancelled (the client left, a stream's watcher included) or was refused.
-                fields.setdefault("outcome", _DEFAULT_OUTCOME.get(code, "refused"))
-                self.log.info("rpc", grpc_code=code, duration_ms=round(elapsed * 1000, 3), **fields)
+            if status is not None and (ending == "OK" or status != grpc.StatusCode.OK):
+                code = status.name if hasattr(status, "name") else str(status)
+            elif ending == "FAILED":
+                code = "INTERNAL"
+        elapsed = time.perf_counter() - started
+        metrics.grpc_handled(service, name, code).inc()
+        metrics.grpc_seconds(service, name).observe(elapsed)
+        fields = logline.end(line)
+        if not service.startswith("grpc.health"):
+            # Every line says how the call ended: handlers set accepted / created / refused /
+            # failed where they know more; a call that set nothing served ("ok"), was
+            # cancelled (the client left, a stream's watcher included) or was refused.
+            fields.setdefault("outcome", _DEFAULT_OUTCOME.get(code, "refused"))
+            self.log.info("rpc", grpc_code=code, duration_ms=round(elapsed * 1000, 3), **fields)
 
 
-def open_store(
-    db: str, schema: str = "", *, commit_on_loop: Callable[[], bool] | None = None
-) -> GameStore:
-    """The store ``db`` names: a PostgreSQL URL, or else a SQLite file (``commit_on_loop`` is
-    the SQLite store's hint that the server is otherwise idle; PostgreSQL does not use it)."""
+def open_store(db: str, schema: str = "") -> GameStore:
+    """The store ``db`` names: a PostgreSQL URL, or else a SQLite file."""
     if db.startswith(("postgresql://", "postgres://")):
         from referee.store.postgres import PostgresStore  # noqa: PLC0415
 
         return PostgresStore(db, schema=schema or None)
     from referee.store.sqlite import SqliteStore  # noqa: PLC0415
 
-    return SqliteStore(db, commit_on_loop=commit_on_loop)
+    return SqliteStore(db)
 
 
 @dataclass
@@ -379,9 +394,7 @@ class Running:
 
 
 async def start_server(settings: Settings, store: GameStore | None = None) -> Running:
-    interceptor = ObservabilityInterceptor()
-    if store is None:
-        store = open_store(settings.db, settings.db_schema, commit_on_loop=interceptor.quiet)
+    store = store if store is not None else open_store(settings.db, settings.db_schema)
     await store.open()
     games = GameManager(
         store,
@@ -393,7 +406,7 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
     )
     metrics.GAMES_ACTIVE.set(await store.count_active_games())
     server = grpc.aio.server(
-        interceptors=[interceptor],
+        interceptors=[ObservabilityInterceptor()],
         options=[
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", 16 * settings.max_message_bytes),

@@ -1,16 +1,19 @@
 """The gRPC servicers: read the request, call the domain, build the reply. No rules here.
 
-Every method runs inside ``_guard``: a ``ServiceError`` becomes a rich status (ErrorInfo with the
-A.5 code, BadRequest naming the field); anything else is logged and becomes INTERNAL, which only
-a server fault can cause.
+A method refuses by raising ``ServiceError``; the server's interceptor
+(``referee.service.server.ObservabilityInterceptor``) turns it into a rich status (ErrorInfo
+with the A.5 code, BadRequest naming the field) and anything else into INTERNAL, which only a
+server fault can cause. Refusals are handled there, once, rather than by a wrapper around each
+method: every coroutine between gRPC and the game manager is resumed on every await of every
+action, so the chain is kept short.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable
-from typing import Final, NoReturn, TypeVar
+from collections.abc import AsyncIterator
+from typing import Final, TypeVar
 
 import grpc
 import structlog
@@ -30,7 +33,7 @@ from referee.service.convert import (
     structs,
     to_value,
 )
-from referee.service.errors import ServiceError, invalid
+from referee.service.errors import invalid
 from referee.service.games import GameManager
 from referee.service.logline import annotate
 from referee.store.base import AuditRow
@@ -40,15 +43,6 @@ T = TypeVar("T")
 
 _ROLE = {SEAT: pb.ROLE_SEAT, SPECTATOR: pb.ROLE_SPECTATOR, ADJUDICATOR: pb.ROLE_ADJUDICATOR}
 MAX_AUDIT_PAGE = 1000
-
-
-async def _guard(context: grpc.aio.ServicerContext, work: Awaitable[T]) -> T:  # type: ignore[type-arg]
-    try:
-        return await work
-    except ServiceError as error:
-        annotate(outcome="refused", code=error.reason)
-        await context.abort_with_status(error.to_status())
-        raise AssertionError("abort_with_status returned") from None  # pragma: no cover
 
 
 def _token(context: grpc.aio.ServicerContext) -> str | None:  # type: ignore[type-arg]
@@ -77,92 +71,80 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         request: pb.CreateGameRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.CreateGameResponse:
-        async def work() -> pb.CreateGameResponse:
-            if not request.variant:
-                raise invalid("variant is required", "variant")
-            mode = request.WhichOneof("deal_mode")
-            deal_mode: dict[str, object] = {"mode": "secure"}
-            if mode == "seed":
-                if not request.seed:
-                    raise invalid("seed must not be empty", "seed")
-                deal_mode = {"mode": "seed", "seed": request.seed}
-            elif mode == "given_deals":
-                deal_mode = {
-                    "mode": "given",
-                    "deals": [
-                        _plain(deal, f"given_deals.deals[{index}]")
-                        for index, deal in enumerate(request.given_deals.deals)
-                    ],
-                }
-            options = _options(request)
-            created = await self.games.create(
-                variant=request.variant,
-                options=options,
-                first_dealer=request.first_dealer,
-                deal_mode=deal_mode,
-                players=list(request.player_names),
-                token=_token(context),
-            )
-            annotate(game=created.game_id, outcome="created")
-            return pb.CreateGameResponse(
-                game_id=created.game_id,
-                seat_tokens=created.seat_tokens,
-                spectator_token=created.spectator_token,
-                adjudicator_token=created.adjudicator_token,
-                version=created.version,
-            )
-
-        return await _guard(context, work())
+        if not request.variant:
+            raise invalid("variant is required", "variant")
+        mode = request.WhichOneof("deal_mode")
+        deal_mode: dict[str, object] = {"mode": "secure"}
+        if mode == "seed":
+            if not request.seed:
+                raise invalid("seed must not be empty", "seed")
+            deal_mode = {"mode": "seed", "seed": request.seed}
+        elif mode == "given_deals":
+            deal_mode = {
+                "mode": "given",
+                "deals": [
+                    _plain(deal, f"given_deals.deals[{index}]")
+                    for index, deal in enumerate(request.given_deals.deals)
+                ],
+            }
+        options = _options(request)
+        created = await self.games.create(
+            variant=request.variant,
+            options=options,
+            first_dealer=request.first_dealer,
+            deal_mode=deal_mode,
+            players=list(request.player_names),
+            token=_token(context),
+        )
+        annotate(game=created.game_id, outcome="created")
+        return pb.CreateGameResponse(
+            game_id=created.game_id,
+            seat_tokens=created.seat_tokens,
+            spectator_token=created.spectator_token,
+            adjudicator_token=created.adjudicator_token,
+            version=created.version,
+        )
 
     async def GetGame(  # noqa: N802
         self,
         request: pb.GetGameRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.GetGameResponse:
-        async def work() -> pb.GetGameResponse:
-            live, caller = await self.games.get(_game_id(request.game_id), _token(context))
-            annotate(game=request.game_id, seat=caller.seat, role=caller.role)
-            return pb.GetGameResponse(
-                game_id=request.game_id,
-                version=live.state.version,
-                role=_ROLE[caller.role],
-                seat=caller.seat or 0,
-                view_json=json_text(self.games.view_of(live, caller)),
-            )
-
-        return await _guard(context, work())
+        live, caller = await self.games.get(_game_id(request.game_id), _token(context))
+        annotate(game=request.game_id, seat=caller.seat, role=caller.role)
+        return pb.GetGameResponse(
+            game_id=request.game_id,
+            version=live.state.version,
+            role=_ROLE[caller.role],
+            seat=caller.seat or 0,
+            view_json=json_text(self.games.view_of(live, caller)),
+        )
 
     async def SubmitAction(  # noqa: N802
         self,
         request: pb.SubmitActionRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.SubmitActionResponse:
-        async def work() -> pb.SubmitActionResponse:
-            action = action_to_json(request.action)
-            annotate(game=request.game_id, action=action.get("type"), request_id=request.request_id)
-            response = await self.games.submit(
-                _game_id(request.game_id),
-                _token(context),
-                action,
-                request.expected_version,
-                request.request_id,
-            )
-            annotate(outcome="accepted", version=response.version)
-            return response
-
-        return await _guard(context, work())
+        action = action_to_json(request.action)
+        annotate(game=request.game_id, action=action.get("type"), request_id=request.request_id)
+        response = await self.games.submit(
+            _game_id(request.game_id),
+            _token(context),
+            action,
+            request.expected_version,
+            request.request_id,
+        )
+        annotate(outcome="accepted", version=response.version)
+        return response
 
     async def ListLegalActions(  # noqa: N802
         self,
         request: pb.ListLegalActionsRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.ListLegalActionsResponse:
-        async def work() -> pb.ListLegalActionsResponse:
-            annotate(game=request.game_id)
-            version, actions = await self.games.legal(_game_id(request.game_id), _token(context))
-            return pb.ListLegalActionsResponse(version=version, actions=structs(actions))
-
-        return await _guard(context, work())
+        annotate(game=request.game_id)
+        version, actions = await self.games.legal(_game_id(request.game_id), _token(context))
+        return pb.ListLegalActionsResponse(version=version, actions=structs(actions))
 
     async def WatchGame(  # noqa: N802
         self,
@@ -170,76 +152,60 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> AsyncIterator[pb.WatchGameResponse]:
         annotate(game=request.game_id)
-        try:
-            if request.after_seq < 0:
-                raise invalid("after_seq must not be negative", "after_seq")
-            stream = self.games.watch(
-                _game_id(request.game_id),
-                _token(context),
-                request.from_version,
-                after_seq=request.after_seq,
-            )
-            async for item in stream:
-                yield item
-        except ServiceError as error:
-            # Through _guard like every other refusal: one path sets the rich status and the
-            # log line's outcome and code.
-            await _guard(context, _raise(error))
-        except asyncio.CancelledError:  # the client went away
-            raise
+        if request.after_seq < 0:
+            raise invalid("after_seq must not be negative", "after_seq")
+        stream = self.games.watch(
+            _game_id(request.game_id),
+            _token(context),
+            request.from_version,
+            after_seq=request.after_seq,
+        )
+        async for item in stream:
+            yield item
 
     async def GetAuditLog(  # noqa: N802
         self,
         request: pb.GetAuditLogRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.GetAuditLogResponse:
-        async def work() -> pb.GetAuditLogResponse:
-            limit = request.page_size or MAX_AUDIT_PAGE
-            if not 0 < limit <= MAX_AUDIT_PAGE:
-                raise invalid(f"page_size must be 1 to {MAX_AUDIT_PAGE}", "page_size")
-            caller, rows = await self.games.audit_log(
-                _game_id(request.game_id), _token(context), request.after_seq, limit
-            )
-            full = caller.role == ADJUDICATOR
-            return pb.GetAuditLogResponse(
-                entries=[
-                    _audit_entry(
-                        row,
-                        full,
-                        own=caller.role == SEAT and row.role == SEAT and row.seat == caller.seat,
-                    )
-                    for row in rows
-                ]
-            )
-
-        return await _guard(context, work())
+        limit = request.page_size or MAX_AUDIT_PAGE
+        if not 0 < limit <= MAX_AUDIT_PAGE:
+            raise invalid(f"page_size must be 1 to {MAX_AUDIT_PAGE}", "page_size")
+        caller, rows = await self.games.audit_log(
+            _game_id(request.game_id), _token(context), request.after_seq, limit
+        )
+        full = caller.role == ADJUDICATOR
+        return pb.GetAuditLogResponse(
+            entries=[
+                _audit_entry(
+                    row,
+                    full,
+                    own=caller.role == SEAT and row.role == SEAT and row.seat == caller.seat,
+                )
+                for row in rows
+            ]
+        )
 
     async def VerifyAuditLog(  # noqa: N802
         self,
         request: pb.VerifyAuditLogRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.VerifyAuditLogResponse:
-        async def work() -> pb.VerifyAuditLogResponse:
-            result = await self.games.verify_audit_log(_game_id(request.game_id), _token(context))
-            return pb.VerifyAuditLogResponse(
-                intact=result.intact,
-                entries=result.entries,
-                first_bad_seq=result.first_bad_seq,
-                detail=result.detail,
-            )
-
-        return await _guard(context, work())
+        result = await self.games.verify_audit_log(_game_id(request.game_id), _token(context))
+        return pb.VerifyAuditLogResponse(
+            intact=result.intact,
+            entries=result.entries,
+            first_bad_seq=result.first_bad_seq,
+            detail=result.detail,
+        )
 
     async def ExportGame(  # noqa: N802
         self,
         request: pb.ExportGameRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.ExportGameResponse:
-        async def work() -> pb.ExportGameResponse:
-            record = await self.games.export(_game_id(request.game_id), _token(context))
-            return pb.ExportGameResponse(record=dict_to_struct(record))
-
-        return await _guard(context, work())
+        record = await self.games.export(_game_id(request.game_id), _token(context))
+        return pb.ExportGameResponse(record=dict_to_struct(record))
 
     async def AuditRecords(  # noqa: N802
         self,
@@ -323,7 +289,7 @@ def _audit_entry(row: AuditRow, full: bool, own: bool = False) -> pb.AuditEntry:
 class RulesServicer(pb_grpc.RulesServiceServicer):
     """Stateless rules queries: the same ``answer_query`` as ``pinochle-referee query``.
 
-    Every method runs inside ``_guard`` like the referee's: a query the rules refuse is
+    Refusals go through the interceptor like the referee's: a query the rules refuse is
     INVALID_ARGUMENT with a BadRequest naming the field at fault (``hand[0]``, ``trump``,
     ``options.target``), and the log line says ``outcome=refused``.
     """
@@ -349,90 +315,78 @@ class RulesServicer(pb_grpc.RulesServiceServicer):
         request: pb.ScoreMeldRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.ScoreMeldResponse:
-        async def work() -> pb.ScoreMeldResponse:
-            query = self._base("meld", request.variant, _options(request))
-            query |= {"hand": list(request.hand), "trump": request.trump}
-            answer = self._ask(query)
-            melds = answer["melds"]
-            assert isinstance(melds, list)
-            # Unreachable with meld_values bounded (MELD_VALUE_MAX); kept so that an int32
-            # overflow can only ever be a refusal naming the option, never a server fault.
-            total = _int32(answer["total"], "options.meld_values")
-            return pb.ScoreMeldResponse(total=total, melds=[pb.MeldScore(**m) for m in melds])
-
-        return await _guard(context, work())
+        query = self._base("meld", request.variant, _options(request))
+        query |= {"hand": list(request.hand), "trump": request.trump}
+        answer = self._ask(query)
+        melds = answer["melds"]
+        assert isinstance(melds, list)
+        # Unreachable with meld_values bounded (MELD_VALUE_MAX); kept so that an int32
+        # overflow can only ever be a refusal naming the option, never a server fault.
+        total = _int32(answer["total"], "options.meld_values")
+        return pb.ScoreMeldResponse(total=total, melds=[pb.MeldScore(**m) for m in melds])
 
     async def LegalPlays(  # noqa: N802
         self,
         request: pb.LegalPlaysRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.LegalPlaysResponse:
-        async def work() -> pb.LegalPlaysResponse:
-            query = self._base("legal_plays", request.variant, _options(request))
-            query |= {
-                "hand": list(request.hand),
-                "trump": request.trump,
-                "trick": list(request.trick),
-            }
-            if request.phase:
-                query["phase"] = request.phase
-            if request.HasField("seat_of_partner_in_trick"):
-                query["seat_of_partner_in_trick"] = request.seat_of_partner_in_trick
-            answer = self._ask(query)
-            legal = answer["legal"]
-            assert isinstance(legal, list)
-            return pb.LegalPlaysResponse(legal=legal)
-
-        return await _guard(context, work())
+        query = self._base("legal_plays", request.variant, _options(request))
+        query |= {
+            "hand": list(request.hand),
+            "trump": request.trump,
+            "trick": list(request.trick),
+        }
+        if request.phase:
+            query["phase"] = request.phase
+        if request.HasField("seat_of_partner_in_trick"):
+            query["seat_of_partner_in_trick"] = request.seat_of_partner_in_trick
+        answer = self._ask(query)
+        legal = answer["legal"]
+        assert isinstance(legal, list)
+        return pb.LegalPlaysResponse(legal=legal)
 
     async def TrickWinner(  # noqa: N802
         self,
         request: pb.TrickWinnerRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.TrickWinnerResponse:
-        async def work() -> pb.TrickWinnerResponse:
-            query = self._base("trick_winner", request.variant, _options(request))
-            query |= {"trick": list(request.trick), "trump": request.trump}
-            answer = self._ask(query)
-            return pb.TrickWinnerResponse(winner=int(str(answer["winner"])))
-
-        return await _guard(context, work())
+        query = self._base("trick_winner", request.variant, _options(request))
+        query |= {"trick": list(request.trick), "trump": request.trump}
+        answer = self._ask(query)
+        return pb.TrickWinnerResponse(winner=int(str(answer["winner"])))
 
     async def ScoreHand(  # noqa: N802
         self,
         request: pb.ScoreHandRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.ScoreHandResponse:
-        async def work() -> pb.ScoreHandResponse:
-            for name in ("meld", "points", "dix"):
-                for index, figure in enumerate(getattr(request, name)):
-                    if figure > MAX_HAND_FIGURE:
-                        raise invalid(
-                            f"{name}[{index}]: {figure} is out of range (at most"
-                            f" {MAX_HAND_FIGURE}, so that a side's score fits the int32 delta)",
-                            f"{name}[{index}]",
-                        )
-            query = self._base("hand_score", request.variant, _options(request))
-            query |= {
-                "bid": request.bid if request.HasField("bid") else None,
-                "declarer": request.declarer if request.HasField("declarer") else None,
-                "meld": list(request.meld),
-                "points": list(request.points),
-                "conceded": request.conceded,
-            }
-            # proto3 cannot tell an empty list from none: an empty ``tricks`` is left out, so
-            # two-handed, where it is optional (GAME_RECORD.md §3), is answered without it.
-            if request.tricks:
-                query["tricks"] = list(request.tricks)
-            if request.dix:
-                query["dix"] = list(request.dix)
-            answer = self._ask(query)
-            delta, saved = answer["delta"], answer["saved"]
-            assert isinstance(delta, list) and isinstance(saved, list)
-            # Unreachable with the figures bounded above; a safety net, as in ScoreMeld.
-            return pb.ScoreHandResponse(delta=[_int32(d, "meld") for d in delta], saved=saved)
-
-        return await _guard(context, work())
+        for name in ("meld", "points", "dix"):
+            for index, figure in enumerate(getattr(request, name)):
+                if figure > MAX_HAND_FIGURE:
+                    raise invalid(
+                        f"{name}[{index}]: {figure} is out of range (at most"
+                        f" {MAX_HAND_FIGURE}, so that a side's score fits the int32 delta)",
+                        f"{name}[{index}]",
+                    )
+        query = self._base("hand_score", request.variant, _options(request))
+        query |= {
+            "bid": request.bid if request.HasField("bid") else None,
+            "declarer": request.declarer if request.HasField("declarer") else None,
+            "meld": list(request.meld),
+            "points": list(request.points),
+            "conceded": request.conceded,
+        }
+        # proto3 cannot tell an empty list from none: an empty ``tricks`` is left out, so
+        # two-handed, where it is optional (GAME_RECORD.md §3), is answered without it.
+        if request.tricks:
+            query["tricks"] = list(request.tricks)
+        if request.dix:
+            query["dix"] = list(request.dix)
+        answer = self._ask(query)
+        delta, saved = answer["delta"], answer["saved"]
+        assert isinstance(delta, list) and isinstance(saved, list)
+        # Unreachable with the figures bounded above; a safety net, as in ScoreMeld.
+        return pb.ScoreHandResponse(delta=[_int32(d, "meld") for d in delta], saved=saved)
 
 
 #: The largest meld, card-point or dix figure ScoreHand takes per seat or side. Why: a side's
@@ -451,11 +405,6 @@ def _int32(value: object, field: str) -> int:
     if not _INT32_MIN <= number <= _INT32_MAX:
         raise invalid(f"{field}: the answer {number} does not fit a 32-bit integer", field)
     return number
-
-
-async def _raise(error: ServiceError) -> NoReturn:
-    """An awaitable that raises ``error``: lets a streaming method refuse through ``_guard``."""
-    raise error
 
 
 def _options(

@@ -13,17 +13,6 @@ Threads
     caller that waits does not withdraw its write: once queued it may still commit (a retry of
     its request_id then finds the stored response).
 
-    When the server has nothing else to do (``commit_on_loop`` returns True: the server passes
-    "no other unary call in flight"), the ``COMMIT`` runs on the event loop itself instead. The
-    loop would only wait anyway, and the two thread hand-offs (to the commit thread and back to
-    the loop, each a wake-up of a sleeping thread) cost about 0.2 ms of a lone action's latency
-    (bench/service.py and an in-process probe, 2026-12-01: a lone commit's wait fell from about
-    0.65 to 0.42 ms). Under load the predicate is False and the loop keeps serving the other calls
-    while the commit thread waits for the disk; always committing on the loop was measured too
-    and cut the throughput under load by about a fifth (the loop sat idle during every fsync).
-    The cost of the choice: a disk that stalls while the server is idle stalls the loop for as
-    long, where a thread would have let reads and health checks through.
-
     Why not a writer thread that runs the whole transaction: the statements are short C calls,
     and each one releases and retakes the GIL. On a thread, every retake waited for the busy
     event loop, so a batch of 17 jobs took 9 ms of wall time for 2.4 ms of CPU and the service
@@ -181,51 +170,37 @@ def _loads_or_none(text: str | None) -> Any:
     return None if text is None else orjson.loads(text)
 
 
-@dataclass(frozen=True, slots=True)
 class _AuditDraft:
     """An audit row normalised to exactly what the database gives back (JSON round-tripped,
-    ``time`` a float), so the hash computed before the insert is the hash recomputed later."""
+    ``time`` a float), so the hash computed before the insert is the hash recomputed later.
+    Both stores use it; the hot path builds one ``AuditRow`` per request, in ``chained``."""
 
-    row: AuditRow
-    action_json: str | None
-    public_action_json: str | None
+    __slots__ = ("action_json", "public_action_json", "row")
+
+    def __init__(self, audit: AuditRow) -> None:
+        self.action_json = _dumps_or_none(audit.action)
+        self.public_action_json = _dumps_or_none(audit.public_action)
+        self.row = audit  # read only: the normalised values are taken from it in ``chained``
 
     @classmethod
     def of(cls, audit: AuditRow) -> _AuditDraft:
-        action_json = _dumps_or_none(audit.action)
-        public_json = _dumps_or_none(audit.public_action)
-        # Built field by field: dataclasses.replace inspects the fields on every call and cost
-        # three times as much, three times per accepted action.
-        row = AuditRow(
-            0,
-            float(audit.time),
-            audit.role,
-            None if audit.seat is None else int(audit.seat),
-            audit.rpc,
-            _loads_or_none(action_json),
-            _loads_or_none(public_json),
-            audit.outcome,
-            audit.code,
-            audit.request_id,
-            int(audit.version),
-            "",
-        )
-        return cls(row, action_json, public_json)
+        return cls(audit)
 
     def chained(self, seq: int, previous_hash: str) -> AuditRow:
+        """The row as stored at ``seq`` after ``previous_hash``, with its own hash."""
         draft = self.row
         row = AuditRow(
             seq,
-            draft.time,
+            float(draft.time),
             draft.role,
-            draft.seat,
+            None if draft.seat is None else int(draft.seat),
             draft.rpc,
-            draft.action,
-            draft.public_action,
+            _loads_or_none(self.action_json),
+            _loads_or_none(self.public_action_json),
             draft.outcome,
             draft.code,
             draft.request_id,
-            draft.version,
+            int(draft.version),
             previous_hash,
         )
         object.__setattr__(row, "hash", row.computed_hash())  # frozen: set once, here
@@ -433,15 +408,12 @@ class SqliteStore:
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         readers: int = DEFAULT_READERS,
-        commit_on_loop: Callable[[], bool] | None = None,
     ) -> None:
         if max_batch < 1 or readers < 1:
             raise ValueError("max_batch and readers must be at least 1")
         self.path = Path(path)
         self.max_batch = max_batch
         self._reader_count = readers
-        # Asked before each COMMIT: True runs it on the loop (see the module docstring).
-        self._commit_on_loop = commit_on_loop
         self._lock = threading.Lock()  # guards _reader_conns (reader threads append to it)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._accepting = False
@@ -450,16 +422,16 @@ class SqliteStore:
         self._pending: list[_Job] = []  # jobs waiting for the next transaction
         self._committing = False  # a COMMIT is in flight; the writer connection is the thread's
         self._retry: asyncio.TimerHandle | None = None  # a BEGIN waiting for another writer
+        self._start_scheduled = False  # a _next_batch is due on the loop's next turn
         self._busy_since: float | None = None
         self._drained: asyncio.Event | None = None  # set when nothing is pending or committing
         self._readers: ThreadPoolExecutor | None = None
         self._reader_local = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._closed = False
-        # Batches committed, jobs in them, and COMMITs run on the loop, for tests and metrics.
+        # Batches committed and jobs in them, for tests and metrics.
         self.batches = 0
         self.batched_jobs = 0
-        self.loop_commits = 0
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -549,18 +521,30 @@ class SqliteStore:
 
     # -- the write path ---------------------------------------------------------------------
 
-    async def _write(self, apply: Callable[[sqlite3.Connection], T]) -> T:
-        if not self._accepting:
-            raise StoreError("the store is not open")
+    def _write(self, apply: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """Queue ``apply`` for the next transaction; the future resolves once it is durable."""
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            raise StoreError("writes must come from the event loop that opened the store")
         future: asyncio.Future[T] = loop.create_future()
-        self._pending.append(_Job(apply, future))
-        assert self._drained is not None
-        self._drained.clear()
-        self._next_batch()  # nothing in flight: this job starts a transaction now
-        return await future
+        if not self._accepting:
+            future.set_exception(StoreError("the store is not open"))
+        elif loop is not self._loop:
+            future.set_exception(
+                StoreError("writes must come from the event loop that opened the store")
+            )
+        else:
+            self._pending.append(_Job(apply, future))
+            assert self._drained is not None
+            self._drained.clear()
+            if not self._start_scheduled:
+                # The transaction starts on the loop's next turn, not now: every request that
+                # is ready to run by then has queued its write, so they share one COMMIT.
+                self._start_scheduled = True
+                loop.call_soon(self._scheduled_start)
+        return future
+
+    def _scheduled_start(self) -> None:
+        self._start_scheduled = False
+        self._next_batch()
 
     def _begin_batch(self) -> None:
         """Run the waiting jobs' statements in one transaction and start its COMMIT."""
@@ -598,17 +582,6 @@ class SqliteStore:
                 raise
             return
         self._committing = True
-        if self._commit_on_loop is not None and self._commit_on_loop():
-            self.loop_commits += 1
-            commit: asyncio.Future[Any] = loop.create_future()
-            try:
-                conn.execute("COMMIT")
-            except Exception as exc:
-                commit.set_exception(exc)
-            else:
-                commit.set_result(None)
-            self._committed(commit, batch, outcomes, standalone)
-            return
         commit = loop.run_in_executor(self._committer, conn.execute, "COMMIT")
         commit.add_done_callback(lambda done: self._committed(done, batch, outcomes, standalone))
 
@@ -695,7 +668,7 @@ class SqliteStore:
 
         await self._write(apply)
 
-    async def commit(self, commit: Commit) -> AuditRow:
+    def commit(self, commit: Commit) -> asyncio.Future[AuditRow]:
         """Apply ``commit`` (see :meth:`GameStore.commit`).
 
         The game's version becomes ``expected_version + 1``; every row must carry that version
@@ -737,7 +710,7 @@ class SqliteStore:
             _insert_audit(conn, game_id, draft, audit)
             return audit
 
-        return await self._write(apply)
+        return self._write(apply)
 
     async def record_refusal(self, game_id: str, audit: AuditRow) -> AuditRow:
         draft = _AuditDraft.of(audit)
