@@ -66,6 +66,7 @@ from bench.service import (
     Server,
     _server_command,
     cpu_seconds,
+    merge_results,
     run_spawned,
     stop_server,
     wait_serving,
@@ -469,19 +470,6 @@ def show(console: Console, figures: Sequence[Figure], env: Mapping[str, object])
     console.print(table)
 
 
-def merge_results(path: Path, replicas: Mapping[str, object]) -> None:
-    """Write ``replicas`` under the "replicas" key of ``path``, keeping every other key."""
-    results: dict[str, object] = {}
-    if path.exists():
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(loaded, dict):
-            results = loaded
-    results[RESULTS_KEY] = replicas
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    temporary.replace(path)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.replicas", description=__doc__)
     parser.add_argument(
@@ -579,7 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "figures": {f.key: f.to_json() for f in figures},
     }
     if output is not None:
-        merge_results(output, replicas)
+        merge_results(output, RESULTS_KEY, replicas)
         console.print(
             f'merged the figures into {output} under "{RESULTS_KEY}" ({elapsed:.0f} s in all)'
         )

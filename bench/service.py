@@ -850,14 +850,15 @@ def show(console: Console, figures: Sequence[Figure], env: Mapping[str, object])
     console.print(table)
 
 
-def merge_results(path: Path, service: Mapping[str, object]) -> None:
-    """Write ``service`` under the "service" key of ``path``, keeping every other key."""
+def merge_results(path: Path, key: str, figures: Mapping[str, object]) -> None:
+    """Write ``figures`` under ``key`` of ``path``, keeping every other key (each benchmark
+    after bench.engine, which rewrites the file, merges its own key)."""
     results: dict[str, object] = {}
     if path.exists():
         loaded = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(loaded, dict):
             results = loaded
-    results["service"] = service
+    results[key] = figures
     temporary = path.with_name(path.name + ".tmp")
     temporary.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     temporary.replace(path)
@@ -952,7 +953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "figures": {f.key: f.to_json() for f in figures},
     }
     if output is not None:
-        merge_results(output, service)
+        merge_results(output, "service", service)
         console.print(f'merged the figures into {output} under "service" ({elapsed:.0f} s in all)')
     shares = {
         f.key: f.detail["server_cpu_share"]
