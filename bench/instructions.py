@@ -15,7 +15,7 @@ measured phases) and counts the instructions the server's event-loop thread exec
 
 The loop thread is where a Python server's throughput is bound (the GIL): the ratio of
 instructions per health check to instructions per action is what ``throughput.ratio``
-measures in seconds, without the noise (repeated runs agree to about 1 %). Counts are of
+measures in seconds, without the timing noise (runs agree to within about 3 %). Counts are of
 instructions, not cycles: cache misses and the fsync are not in them, so the ratio is an
 estimate of the throughput ratio, not a replacement. It needs valgrind (``callgrind_control``);
 without it the run prints one line and exits 0. The figures are merged into
