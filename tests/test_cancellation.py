@@ -175,6 +175,44 @@ async def test_a_version_conflict_still_catches_up_and_is_aborted(srv: Served) -
     assert await accepted_ids(table) == ["bid-1"]
 
 
+async def test_a_conflict_found_after_the_caller_left_is_still_audited(
+    srv: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale replica's commit is refused while its caller is being cancelled: the replica
+    still folds in the rows it missed and audits the refusal (ABORTED), then the cancellation
+    goes on; the game's lock is free afterwards."""
+    table = await new_table(srv.client, "partnership", seed="conflict-cancel")
+    other = GameManager(srv.running.store)  # a second replica that never refreshes first
+    live = await other.load(table.game_id)
+    assert (await submit(srv, table, 1, BID, 0, "bid-1")).version == 1
+    store = srv.running.store
+    original: Callable[[Commit], Awaitable[AuditRow]] = store.commit
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    async def held_commit(commit: Commit) -> AuditRow:
+        entered.set()
+        await asyncio.wait_for(gate.wait(), BOUND)
+        return await original(commit)  # refused: the game is at version 1
+
+    monkeypatch.setattr(store, "commit", held_commit)
+    call = asyncio.create_task(
+        other.submit(table.game_id, table.seat_tokens[1], BID, 0, "bid-again")
+    )
+    await asyncio.wait_for(entered.wait(), BOUND)
+    call.cancel()
+    await asyncio.sleep(0.05)
+    assert not call.done()  # it waits for the commit's outcome, holding the game's lock
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(call, BOUND)
+    monkeypatch.undo()
+    assert live.state.version == 1 and not live.lock.locked()
+    refusals = [e for e in await table.adj.audit_log() if e["outcome"] == "AUDIT_OUTCOME_REFUSED"]
+    assert [(e["request_id"], e["code"]) for e in refusals] == [("bid-again", "ABORTED")]
+    assert await accepted_ids(table) == ["bid-1"]
+    assert await table.adj.verify_audit_log()
+
+
 async def test_a_create_game_cancelled_during_its_write_is_still_registered(
     srv: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
