@@ -273,7 +273,8 @@ async def test_a_submission_refused_by_the_stores_version_check_is_audited(
     """Was a bug. The audit log holds every request, accepted or refused (base.py, games.py, issue
     4). A replica whose in-memory game is stale submits at version 0 after another replica made
     version 1: the store's version check refuses it (ABORTED, STALE_VERSION), but no audit entry
-    records the refused request: ``_commit_and_apply`` never calls ``record_refusal``."""
+    recorded the refused request: the conflict path (now ``_conflicted``) never called
+    ``record_refusal``."""
     games = GameManager(sqlite)
     created = await new_managed_game(games)
     other = GameManager(sqlite)  # a second replica that caught up just before the other commit
