@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from referee.audit import audit_record
+from referee.engine import views as views_module
 from referee.engine.actions import decode_action
 from referee.engine.engine import (
     apply,
@@ -948,6 +950,40 @@ def test_views_never_show_another_seats_concealed_cards() -> None:
             assert va[role] == vb[role], (role, data)
         for role in (2, 3, "adjudicator"):
             assert va[role] != vb[role], (role, data)
+
+
+@pytest.mark.parametrize(
+    "variant", ["partnership", "cutthroat", "double-deck", "partnership-no-bid", "two-handed"]
+)
+def test_views_from_the_memo_equal_views_built_afresh(variant: str) -> None:
+    """The view memoises a hand's unchanging parts (auction, melds, completed tricks) by
+    identity: every view of every state of a game played by the demo's bots, for every role,
+    is what a build from an empty memo gives, and what the service adds to a view (top-level
+    keys) never reaches the memo."""
+    from referee.demo import bot_action
+
+    rng = random.Random(5)
+    game = Game(resolve_options(variant, {"target": 200}), 0, SeededDeals(f"memo-{variant}"))
+    players = game.state.rules.players
+    roles: list[int | str] = [*range(players), "spectator", "adjudicator"]
+    checked = 0
+    for _ in range(400):
+        state = game.state
+        if state.over or state.hand is None:
+            break
+        for role in roles:
+            memoised = view(state, role)
+            memoised["game_id"] = "x"  # what the service adds
+            views_module._PARTS.clear()
+            fresh = view(state, role)
+            assert view(state, role) == fresh  # from the memo just filled
+            fresh["game_id"] = "x"
+            assert memoised == fresh
+            checked += 1
+        seats = [(state.hand.turn + i) % players for i in range(players)]
+        seat, entries = next((s, e) for s in seats if (e := legal_actions(state, s)))
+        game.act(seat, decode_action(bot_action(entries, rng)))
+    assert checked > 300
 
 
 def test_seat_view_holds_its_own_cards_and_the_adjudicator_all() -> None:

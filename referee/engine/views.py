@@ -7,13 +7,81 @@ see it. Roles: a seat number, ``"spectator"`` or ``"adjudicator"``.
 
 from __future__ import annotations
 
-from referee.engine.state import GameState, HandState
+from collections.abc import Callable
+from typing import Any
+
+from referee.engine.state import Call, GameState, HandState, MeldRecord, Trick
 from referee.rules.cards import format_card, format_cards, format_suit
 
 SPECTATOR = "spectator"
 ADJUDICATOR = "adjudicator"
 
 Role = int | str
+
+# Memo of the JSON-ready form of a hand's parts that never change once made (the auction, the
+# melds, the completed tricks): states are immutable and share those tuples from one action to
+# the next, so a view of the play phase rebuilt them from scratch on every action, a quarter of
+# the view's cost (bench/instructions.py). Keyed by the tuple's id, with the tuple kept in the
+# entry so the id cannot be reused while the entry lives; emptied when full. The values are
+# shared by every view that uses them: read-only, like the rest of a view.
+_PARTS: dict[int, tuple[object, list[object]]] = {}
+_PARTS_MAX = 8192
+
+
+def _part(
+    part: tuple[object, ...], build: Callable[[tuple[Any, ...]], list[object]]
+) -> list[object]:
+    """``build(part)``, from the memo when this very tuple was built before."""
+    hit = _PARTS.get(id(part))
+    if hit is not None and hit[0] is part:
+        return hit[1]
+    value = build(part)
+    if len(_PARTS) >= _PARTS_MAX:
+        _PARTS.clear()
+    _PARTS[id(part)] = (part, value)
+    return value
+
+
+def _auction(calls: tuple[Call, ...]) -> list[object]:
+    return [
+        {"seat": c.seat, "type": c.kind}
+        | ({"amount": c.amount} if c.amount is not None else {})
+        | ({"help": True} if c.help else {})
+        for c in calls
+    ]
+
+
+def _melds(melds: tuple[MeldRecord | None, ...]) -> list[object]:
+    return [
+        None
+        if m is None
+        else {
+            "cards": format_cards(m.shown),
+            "melds": [
+                {
+                    "name": x.name,
+                    "level": x.level,
+                    "points": x.points,
+                    "cards": format_cards(x.cards),
+                }
+                for x in m.result.melds
+            ],
+            "points": m.points,
+        }
+        for m in melds
+    ]
+
+
+def _tricks(tricks: tuple[Trick, ...]) -> list[object]:
+    return [
+        {
+            "leader": t.leader,
+            "cards": format_cards(t.cards),
+            "winner": t.winner,
+            "points": t.points,
+        }
+        for t in tricks
+    ]
 
 
 def _public_hand(state: GameState, hand: HandState) -> dict[str, object]:
@@ -23,12 +91,7 @@ def _public_hand(state: GameState, hand: HandState) -> dict[str, object]:
         "dealer": hand.dealer,
         "phase": hand.phase,
         "turn": hand.turn,
-        "auction": [
-            {"seat": c.seat, "type": c.kind}
-            | ({"amount": c.amount} if c.amount is not None else {})
-            | ({"help": True} if c.help else {})
-            for c in hand.calls
-        ],
+        "auction": _part(hand.calls, _auction),
         "declarer": hand.declarer,
         "bid": hand.bid,
         "trump": None if hand.trump is None else format_suit(hand.trump),
@@ -40,33 +103,8 @@ def _public_hand(state: GameState, hand: HandState) -> dict[str, object]:
         ),
         "hand_sizes": [len(h) for h in hand.hands],
         "passes": [{"seat": seat, "count": count} for seat, count in hand.passed_counts],
-        "melds": [
-            None
-            if m is None
-            else {
-                "cards": format_cards(m.shown),
-                "melds": [
-                    {
-                        "name": x.name,
-                        "level": x.level,
-                        "points": x.points,
-                        "cards": format_cards(x.cards),
-                    }
-                    for x in m.result.melds
-                ],
-                "points": m.points,
-            }
-            for m in hand.melds
-        ],
-        "tricks": [
-            {
-                "leader": t.leader,
-                "cards": format_cards(t.cards),
-                "winner": t.winner,
-                "points": t.points,
-            }
-            for t in hand.tricks
-        ],
+        "melds": _part(hand.melds, _melds),
+        "tricks": _part(hand.tricks, _tricks),
         "trick": {"leader": hand.trick_leader, "cards": format_cards(hand.trick)},
         "points": list(hand.side_points),
         "conceded": hand.conceded,
