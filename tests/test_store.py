@@ -49,6 +49,7 @@ from referee.store.base import (
     UnknownGame,
     VersionConflict,
     canonical_json,
+    compact_json,
 )
 from referee.store.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from referee.store.postgres import PostgresStore, describe
@@ -1053,3 +1054,9 @@ def test_canonical_json_is_json_dumps_sorted_and_compact(
     content["time"] = stamp
     expected = json.dumps(content, sort_keys=True, separators=(",", ":")).encode("utf-8")
     assert canonical_json(content) == expected
+
+
+def test_compact_json_writes_int_keys_as_strings_and_str_keys_unchanged() -> None:
+    """The plain encoder first, the non-str-key option only when it refuses: the same text."""
+    assert compact_json({"a": [1, {"b": None}], "c": "é"}) == '{"a":[1,{"b":null}],"c":"é"}'
+    assert compact_json({1: "x", "k": {2: [3]}}) == '{"1":"x","k":{"2":[3]}}'

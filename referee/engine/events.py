@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from referee.rules.cards import Card, format_cards
 from referee.rules.tricks import Counting
@@ -21,8 +20,10 @@ SEALED: Final = "sealed"  # the adjudicator now; everyone once the hand has ende
 Audience = str | int  # one of the constants above, or a seat number
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(NamedTuple):
+    """Something that happened, and who may see it. A NamedTuple, like the game states: every
+    action makes one or more, and a frozen dataclass's constructor cost twice as much."""
+
     kind: str
     audience: Audience
     data: Mapping[str, object]

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import orjson
 from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.store.base import compact_json
 
 
 def to_plain(value: object) -> object:
@@ -40,7 +40,7 @@ def struct_to_dict(message: struct_pb2.Struct) -> dict[str, object]:
 
 def json_text(data: Mapping[str, object]) -> str:
     """Compact JSON text of a JSON-ready mapping (views, event data); int keys become strings."""
-    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).decode()
+    return compact_json(data)
 
 
 def dict_to_struct(data: Mapping[str, object]) -> struct_pb2.Struct:

@@ -482,7 +482,7 @@ class GameManager:
                 if stored is not None:
                     return stored
             try:
-                accepted = self._accept(live, seat, action_json, expected_version, key)
+                accepted = self._accept(live, caller, action_json, expected_version, key)
             except _Refused as refused:
                 await self._refuse(live, seat, action_json, refused.code, key)
                 raise refused.error from None
@@ -535,7 +535,7 @@ class GameManager:
     def _accept(
         self,
         live: LiveGame,
-        seat: int,
+        caller: Caller,
         action_json: Mapping[str, object],
         expected_version: int,
         key: str,
@@ -547,6 +547,8 @@ class GameManager:
         """
         state = live.state
         game_id = live.record.game_id
+        seat = caller.seat
+        assert seat is not None  # a seat's caller (checked in submit)
         kind = str(action_json.get("type", ""))
         if expected_version != state.version:
             raise _Refused(
@@ -600,7 +602,6 @@ class GameManager:
             )
             rows.append(deal_row)
         all_events = [e for row in rows for e in row.events]
-        caller = Caller(SEAT, seat)
         response = pb.SubmitActionResponse(
             version=new_state.version,
             view_json=json_text(_view_with_id(new_state, caller, live)),

@@ -64,6 +64,7 @@ from referee.store.base import (
     StoreError,
     UnknownGame,
     VersionConflict,
+    compact_json,
 )
 
 T = TypeVar("T")
@@ -159,7 +160,7 @@ def _dumps(value: object) -> str:
     encoder is on the hot path). orjson writes NaN and Infinity as null, which PostgreSQL's
     json accepts; the service never stores a float that is not finite (actions, events and
     options are integers and strings, times are clock readings)."""
-    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    return compact_json(value)
 
 
 def _dumps_or_none(value: object | None) -> str | None:
