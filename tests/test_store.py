@@ -409,7 +409,7 @@ async def test_retried_request_id_is_applied_once(store: GameStore) -> None:
     assert await store.stored_response("g1", "req-2") is None
 
     # The service returns the stored response; if a retry ever reaches commit, it conflicts.
-    retry = dataclasses.replace(make_commit("g1", 1, "req-1"), response=b"other")
+    retry = make_commit("g1", 1, "req-1")._replace(response=b"other")
     with pytest.raises(VersionConflict) as caught:
         await store.commit(retry)
     assert caught.value.current == 1
@@ -428,7 +428,7 @@ async def test_commit_rejects_malformed_input(store: GameStore) -> None:
     with pytest.raises(ValueError, match="request_id"):
         await store.commit(make_commit("g1", 0, request_id=""))
     with pytest.raises(ValueError, match="version"):
-        await store.commit(dataclasses.replace(make_commit("g1", 0), rows=[action_row(0, 5)]))
+        await store.commit(make_commit("g1", 0)._replace(rows=[action_row(0, 5)]))
     with pytest.raises(StoreError, match="seq"):
         await store.commit(make_commit("g1", 0, seq=7))  # the log continues at 2
     assert (await store.get_game("g1")).version == 0
@@ -494,8 +494,8 @@ async def test_verify_detects_a_rewritten_link(store: GameStore, backend: Backen
     await commit_many(store, "g1", 3)
     # Rewrite row 3 consistently (its own hash recomputed) but from a forged predecessor.
     row = (await store.audit_log("g1"))[2]
-    forged = dataclasses.replace(row, previous_hash="f" * 64)
-    forged = dataclasses.replace(forged, hash=forged.computed_hash())
+    forged = row._replace(previous_hash="f" * 64)
+    forged = forged._replace(hash=forged.computed_hash())
     await backend.sql(
         "UPDATE audit SET previous_hash = ?, hash = ? WHERE game_id = ? AND seq = 3",
         (forged.previous_hash, forged.hash, "g1"),

@@ -21,7 +21,7 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import orjson
 
@@ -66,8 +66,12 @@ class GameRecord:
     over: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class LogRow:
+# LogRow, AuditRow and Commit are NamedTuples, like the engine's states: every action makes each
+# of them, and a frozen dataclass's constructor (one object.__setattr__ per field) cost several
+# times as much (bench/instructions.py).
+
+
+class LogRow(NamedTuple):
     """One deal (``seat`` None, ``payload`` the deal and its salt) or one accepted action."""
 
     seq: int
@@ -78,8 +82,7 @@ class LogRow:
     events: Sequence[Mapping[str, object]]  # Event.to_json() of what this row produced
 
 
-@dataclass(frozen=True, slots=True)
-class AuditRow:
+class AuditRow(NamedTuple):
     """One request in the audit log. ``hash`` chains it to the row before (A.10, issue 4)."""
 
     seq: int
@@ -164,8 +167,7 @@ GENESIS_HASH = "0" * 64
 ALL_GAMES = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Commit:
+class Commit(NamedTuple):
     """An accepted action and everything that must become durable with it."""
 
     game_id: str

@@ -204,8 +204,7 @@ class _AuditDraft:
             int(draft.version),
             previous_hash,
         )
-        object.__setattr__(row, "hash", row.computed_hash())  # frozen: set once, here
-        return row
+        return row._replace(hash=row.computed_hash())
 
 
 def _log_params(rows: Sequence[LogRow]) -> list[tuple[int, int, str, int | None, str, str]]:
