@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import time
 from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ from grpc_health.v1 import health_pb2
 from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
-from referee.service.server import configure_logging
+from referee.service.server import UtcTimestamp, configure_logging
 from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
 from tests.service_helpers import bearer, health_stub, new_table, refused, serving
@@ -251,3 +254,23 @@ async def test_a_huge_id_in_a_request_is_cut_on_the_log_line(
     assert line["game"].startswith("g" * 200) and line["game"].endswith("(100000 characters)")
     assert len(line["game"]) < 300 and line["request_id"] == "r" * 100
     assert line["outcome"] == "refused"
+
+
+def test_the_log_timestamp_is_iso_utc_to_the_microsecond(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The canonical line's timestamp, with the date and time of day cached per second: the
+    same instant as the clock, in the format structlog's ISO stamper writes, across seconds."""
+    stamper = UtcTimestamp()
+    for now in (
+        1_764_595_752.25,
+        1_764_595_752.999999,
+        1_764_595_753.0,
+        1_764_595_753.000123,
+        1_767_225_599.5,
+        1_767_225_600.5,
+    ):  # the last two: New Year's Eve, then 2026
+        monkeypatch.setattr(time, "time", lambda now=now: now)
+        stamp = stamper(None, "info", {})["timestamp"]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp), stamp
+        parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        assert abs(parsed.timestamp() - now) < 2e-6, (stamp, now)
+        assert parsed.tzinfo is not None and parsed.utcoffset() == timedelta(0)

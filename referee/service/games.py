@@ -99,6 +99,10 @@ class LiveGame:
     salts: dict[int, str] = field(default_factory=dict)  # hand -> salt of its deal (secret)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     callers: dict[str, Caller] | None = None  # token hash -> role, built on first use
+    # Tokens that have authenticated, as sent -> role: a request's SHA-256 is then skipped. Only
+    # valid tokens enter (a game has a few), so guessing cannot grow it; raw tokens are kept in
+    # memory only, where every request carries them anyway (the store keeps hashes alone).
+    known_tokens: dict[str, Caller] = field(default_factory=dict)
     # Resolved (and dropped) when the game moves on; created by the first watcher that waits.
     changed: asyncio.Future[None] | None = None
 
@@ -382,11 +386,15 @@ class GameManager:
                 record.spectator_token_hash,
                 [record.adjudicator_token_hash, self.server_adjudicator_hash],
             )
+        caller = live.known_tokens.get(token)
+        if caller is not None:
+            return caller
         caller = live.callers.get(token_hash(token))
         if caller is None:
             raise ServiceError(
                 grpc.StatusCode.UNAUTHENTICATED, "the token is not valid for this game"
             )
+        live.known_tokens[token] = caller
         return caller
 
     # ----------------------------------------------------------------------------------------

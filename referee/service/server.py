@@ -146,10 +146,7 @@ def configure_logging(log_format: str = "auto") -> None:
     canonical line is written for every game RPC, and json.dumps cost about 25 us of it.
     """
     console = log_format == "console" or (log_format == "auto" and sys.stderr.isatty())
-    shared: list[Any] = [
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
+    shared: list[Any] = [structlog.processors.add_log_level, UtcTimestamp()]
     if console:
         structlog.configure(
             processors=[*shared, structlog.dev.ConsoleRenderer()],
@@ -168,6 +165,25 @@ def configure_logging(log_format: str = "auto") -> None:
         logger_factory=structlog.BytesLoggerFactory(file=sys.stderr.buffer),
         cache_logger_on_first_use=True,
     )
+
+
+class UtcTimestamp:
+    """structlog's ``TimeStamper(fmt="iso", utc=True)`` (``2026-12-01T13:29:02.422359Z``) with
+    the date and time of day formatted once per second: the canonical line of every game RPC
+    spent a third of its 10 us in ``datetime.isoformat``."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, logger: Any, name: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        event_dict["timestamp"] = f"{self._prefix}.{int((now - second) * 1_000_000):06d}Z"
+        return event_dict
 
 
 def _orjson_line(event: Any, **_: Any) -> bytes:
