@@ -717,6 +717,25 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def add_run_arguments(parser: argparse.ArgumentParser, quick_help: str, *, merges: bool) -> None:
+    """``--quick`` and ``--output``, the same for every benchmark (``merges``: the benchmark
+    merges its key into the results file rather than writing the file afresh)."""
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    action = "the JSON results to merge into" if merges else "where to write the JSON results"
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"{action} (default {RESULTS_PATH}; a --quick run writes nothing unless given)",
+    )
+
+
+def output_path(args: argparse.Namespace) -> Path | None:
+    """Where a run writes its results: ``--output``, else bench/results.json unless ``--quick``."""
+    output: Path | None = args.output
+    return output if output is not None or args.quick else RESULTS_PATH
+
+
 def environment() -> dict[str, object]:
     commit = _git("rev-parse", "HEAD")
     status = _git("status", "--porcelain")
@@ -784,19 +803,12 @@ def profile_play(work: Workloads, console: Console) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.engine", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small workloads (a smoke run)")
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        help=f"where to write the JSON results (default {RESULTS_PATH}; "
-        "a --quick run writes nothing unless given)",
-    )
+    add_run_arguments(parser, "small workloads (a smoke run)", merges=False)
     parser.add_argument("--check", action="store_true", help="exit 1 if any figure misses")
     parser.add_argument("--profile", action="store_true", help="also profile apply on plays")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else Sizes()
-    output = args.output if args.output is not None or args.quick else RESULTS_PATH
+    output = output_path(args)
 
     console = Console()
     if not console.is_terminal:  # a pipe or a file: wide enough for the table on one line a row

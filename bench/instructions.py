@@ -41,12 +41,11 @@ from pinochle_client import RefereeClient
 from rich.console import Console
 from rich.table import Table
 
-from bench.engine import environment
+from bench.engine import add_run_arguments, environment, output_path
 from bench.service import (
     CALL_TIMEOUT,
     HOST,
     RESULTS_FORMAT,
-    RESULTS_PATH,
     ReplicaGame,
     _server_command,
     health_check,
@@ -177,20 +176,13 @@ def _wait_serving(server: subprocess.Popen[bytes], log: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run)")
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        help=f"the JSON results to merge into (default {RESULTS_PATH}; "
-        "a --quick run writes nothing unless given)",
-    )
+    add_run_arguments(parser, "fewer calls (a smoke run)", merges=True)
     args = parser.parse_args(argv)
     console = Console()
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         console.print("valgrind (callgrind_control) is not installed: no instruction counts")
         return 0
-    output = args.output if args.output is not None or args.quick else RESULTS_PATH
+    output = output_path(args)
     env = environment()
     started = time.perf_counter()
     Console(stderr=True).print("[dim]counting the server's instructions under callgrind ...[/]")

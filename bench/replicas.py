@@ -50,13 +50,12 @@ from psycopg import sql
 from rich.console import Console
 from rich.table import Table
 
-from bench.engine import environment
+from bench.engine import add_run_arguments, environment, output_path
 from bench.service import (
     CALL_TIMEOUT,
     HOST,
     MAX_CALLS_PER_CALLER,
     RESULTS_FORMAT,
-    RESULTS_PATH,
     SEED,
     SERVER_START_TIMEOUT,
     VARIANT,
@@ -477,18 +476,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_URL,
         help="PostgreSQL URL (default: $PINOCHLE_REFEREE_BENCH_POSTGRES or %(default)s)",
     )
-    parser.add_argument("--quick", action="store_true", help="short windows (a smoke run)")
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        help=f"the JSON results to merge into (default {RESULTS_PATH}; "
-        "a --quick run writes nothing unless given)",
-    )
+    add_run_arguments(parser, "short windows (a smoke run)", merges=True)
     args = parser.parse_args(argv)
     url: str = args.db
     plan = QUICK if args.quick else Plan()
-    output = args.output if args.output is not None or args.quick else RESULTS_PATH
+    output = output_path(args)
 
     console = Console()
     if not console.is_terminal:

@@ -58,7 +58,7 @@ from pinochle_client import RefereeClient, SeatSession
 from rich.console import Console
 from rich.table import Table
 
-from bench.engine import environment
+from bench.engine import add_run_arguments, environment, output_path
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.demo import bot_action
 from referee.engine.actions import decode_action
@@ -866,18 +866,11 @@ def merge_results(path: Path, key: str, figures: Mapping[str, object]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.service", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small workloads (a smoke run)")
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=None,
-        help=f"the JSON results to merge into (default {RESULTS_PATH}; "
-        "a --quick run writes nothing unless given)",
-    )
+    add_run_arguments(parser, "small workloads (a smoke run)", merges=True)
     parser.add_argument("--check", action="store_true", help="exit 1 if any figure misses")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else Sizes()
-    output = args.output if args.output is not None or args.quick else RESULTS_PATH
+    output = output_path(args)
 
     console = Console()
     if not console.is_terminal:
