@@ -2,8 +2,9 @@
 
 A refused request raises ``ServiceError`` inside the service; the servicer turns it into a
 ``google.rpc.Status`` with details: ``ErrorInfo`` (``reason`` = the A.5 violation code or a
-service reason, ``metadata.version`` = the game's current version) and, for malformed requests,
-``BadRequest`` naming the field. Client mistakes are never ``UNKNOWN`` or ``INTERNAL``.
+service reason, ``metadata.version`` = the game's current version), for malformed requests
+``BadRequest`` naming the field, and for a request refused by a rate limit ``RetryInfo`` saying
+when to try again. Client mistakes are never ``UNKNOWN`` or ``INTERNAL``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -57,6 +58,7 @@ class ServiceError(Exception):
         reason: str = "",
         field: str = "",
         metadata: Mapping[str, str] | None = None,
+        retry_delay: float | None = None,
     ) -> None:
         message = shortened(message)
         super().__init__(message)
@@ -65,6 +67,7 @@ class ServiceError(Exception):
         self.reason = reason or code.name
         self.field = field
         self.metadata = dict(metadata or {})
+        self.retry_delay = retry_delay  # seconds; sent as google.rpc.RetryInfo
 
     def to_status(self) -> grpc.Status:
         details = []
@@ -85,6 +88,12 @@ class ServiceError(Exception):
                 )
             )
             details.append(bad)
+        if self.retry_delay is not None:
+            delay = duration_pb2.Duration()
+            delay.FromNanoseconds(max(0, round(self.retry_delay * 1e9)))
+            retry = any_pb2.Any()
+            retry.Pack(error_details_pb2.RetryInfo(retry_delay=delay))
+            details.append(retry)
         status = status_pb2.Status(
             code=_CODE_NUMBER[self.code], message=self.message, details=details
         )

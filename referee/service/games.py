@@ -50,6 +50,7 @@ from referee.service.auth import (
 )
 from referee.service.convert import json_text, stored_event_to_proto
 from referee.service.errors import ServiceError, invalid
+from referee.service.limits import TokenBucket
 from referee.service.logline import annotate
 from referee.store.base import (
     ALL_GAMES,
@@ -69,6 +70,12 @@ RECENT_EVENTS = 512  # events kept in memory per game for WatchGame; older ones 
 # when asked for. Active games always stay (their number is capped by max_active_games), but
 # finished ones would otherwise pile up for as long as the server runs.
 FINISHED_GAMES_KEPT = 1024
+# Refused SubmitActions of callers without a seat (no token, a wrong token, the spectator token)
+# audited per game: REFUSAL_BURST at once, then REFUSAL_RATE per second (referee/service/limits.py).
+# A legitimate caller never needs many (it learns from the first refusal); an unbounded number
+# would let anyone who knows a game id grow its audit log for ever.
+REFUSAL_BURST = 60
+REFUSAL_RATE = 1.0
 
 T = TypeVar("T")
 
@@ -105,6 +112,8 @@ class LiveGame:
     known_tokens: dict[str, Caller] = field(default_factory=dict)
     # Resolved (and dropped) when the game moves on; created by the first watcher that waits.
     changed: asyncio.Future[None] | None = None
+    # How many more refusals of callers without a seat may be audited (made on the first one).
+    refusals: TokenBucket | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,13 +145,20 @@ class GameManager:
         max_active_games: int = 10_000,
         shared_store: bool = False,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         finished_kept: int = FINISHED_GAMES_KEPT,
+        refusal_rate: float = REFUSAL_RATE,
+        refusal_burst: int = REFUSAL_BURST,
     ) -> None:
         self.store = store
         self.server_adjudicator_hash = server_adjudicator_hash
         self.max_active_games = max_active_games
         self.shared_store = shared_store  # other replicas may write: refresh before acting
-        self.clock = clock
+        self.clock = clock  # audit times (wall clock)
+        self.monotonic = monotonic  # rate limits
+        TokenBucket.full(refusal_rate, refusal_burst, 0.0)  # refuses bad limits at start-up
+        self.refusal_rate = refusal_rate
+        self.refusal_burst = refusal_burst
         self.games: dict[str, LiveGame] = {}  # games in progress
         self.finished: OrderedDict[str, LiveGame] = OrderedDict()  # least recently used first
         self.finished_kept = finished_kept
@@ -458,6 +474,8 @@ class GameManager:
             if not action_json:  # no oneof member set: a malformed action (A.5)
                 raise invalid("no action given", "action", reason="MALFORMED_ACTION")
         except ServiceError as refusal:
+            if caller is None or caller.role == SPECTATOR:
+                self._spend_refusal_budget(live)
             # Issue 4: the audit log holds every request, accepted or refused, so a request
             # refused before reaching the rules (bad token, a spectator acting) is logged too.
             await self.store.record_refusal(
@@ -495,6 +513,24 @@ class GameManager:
                 await self._refuse(live, seat, action_json, refused.code, key)
                 raise refused.error from None
             return await self._commit(live, accepted, key)
+
+    def _spend_refusal_budget(self, live: LiveGame) -> None:
+        """Let a refusal of a caller without a seat be audited, or refuse it unaudited with
+        RESOURCE_EXHAUSTED once the game's budget is spent (referee/service/limits.py)."""
+        now = self.monotonic()
+        bucket = live.refusals
+        if bucket is None:
+            bucket = live.refusals = TokenBucket.full(self.refusal_rate, self.refusal_burst, now)
+        wait = bucket.take(now)
+        if wait:
+            metrics.REFUSALS_THROTTLED.inc()
+            raise ServiceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "too many refused requests for this game from callers that are not one of its"
+                f" seats; try again in {wait:.1f} s",
+                reason="TOO_MANY_REFUSALS",
+                retry_delay=wait,
+            ) from None
 
     async def _stored_answer(
         self,

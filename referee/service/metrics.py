@@ -25,6 +25,11 @@ ACTIONS = Counter(
 VIOLATIONS = Counter(
     "referee_violations_total", "Refused actions by RULES.md A.5 violation code.", ["code"]
 )
+REFUSALS_THROTTLED = Counter(
+    "referee_refusals_throttled_total",
+    "SubmitAction calls from callers that are not a seat, refused with RESOURCE_EXHAUSTED and"
+    " not audited because the game's refusal budget was spent (referee/service/limits.py).",
+)
 GAMES_ACTIVE = Gauge("referee_games_active", "Games created and not yet over.")
 STORE_COMMIT_SECONDS = Histogram(
     "referee_store_commit_seconds",

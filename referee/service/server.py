@@ -35,7 +35,7 @@ from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service import logline, metrics
 from referee.service.auth import token_hash
 from referee.service.errors import ServiceError, invalid
-from referee.service.games import GameManager
+from referee.service.games import REFUSAL_BURST, REFUSAL_RATE, GameManager
 from referee.service.servicers import RefereeServicer, RulesServicer
 from referee.store.base import GameStore, StoreError
 
@@ -56,6 +56,8 @@ class Settings:
     metrics_port: int = 9464
     adjudicator_token: str = ""
     max_games: int = 10_000
+    refusal_rate: float = REFUSAL_RATE
+    refusal_burst: int = REFUSAL_BURST
     max_message_bytes: int = 1 << 20
     grace_seconds: float = 5.0
     tls_cert: str = ""
@@ -99,6 +101,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-games", type=int, default=int(env("max_games", Settings.max_games)))
     parser.add_argument(
+        "--refusal-burst",
+        type=_at_least_one,
+        default=env("refusal_burst", Settings.refusal_burst),
+        help="refused SubmitActions of callers without a seat audited per game at once;"
+        " beyond them RESOURCE_EXHAUSTED, unaudited",
+    )
+    parser.add_argument(
+        "--refusal-rate",
+        type=_positive,
+        default=env("refusal_rate", Settings.refusal_rate),
+        help="... and how many more per second",
+    )
+    parser.add_argument(
         "--max-message-bytes",
         type=int,
         default=int(env("max_message_bytes", Settings.max_message_bytes)),
@@ -118,6 +133,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
+    return value
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     token = args.adjudicator_token
     if args.adjudicator_token_file:
@@ -130,6 +159,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         metrics_port=args.metrics_port,
         adjudicator_token=token,
         max_games=args.max_games,
+        refusal_rate=args.refusal_rate,
+        refusal_burst=args.refusal_burst,
         max_message_bytes=args.max_message_bytes,
         grace_seconds=args.grace_seconds,
         tls_cert=args.tls_cert,
@@ -418,6 +449,8 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
         if settings.adjudicator_token
         else "",
         max_active_games=settings.max_games,
+        refusal_rate=settings.refusal_rate,
+        refusal_burst=settings.refusal_burst,
         shared_store=settings.db.startswith(("postgresql://", "postgres://")),
     )
     metrics.GAMES_ACTIVE.set(await store.count_active_games())

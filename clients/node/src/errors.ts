@@ -1,8 +1,9 @@
 // Typed, rich errors: the referee refuses a call with a gRPC status whose
 // `grpc-status-details-bin` trailer holds a google.rpc.Status. Its details carry a
 // google.rpc.ErrorInfo (`reason` = the RULES.md A.5 violation code or a service reason,
-// `metadata.version` = the game's current version) and, for a malformed request, a
-// google.rpc.BadRequest naming the offending field(s).
+// `metadata.version` = the game's current version), for a malformed request a
+// google.rpc.BadRequest naming the offending field(s), and for a request refused by a rate
+// limit a google.rpc.RetryInfo saying when to try again.
 //
 // The google/rpc protos are not vendored: they come from the `google-proto-files` npm package
 // (Google's public, Apache-2.0 googleapis protos) and are decoded with protobufjs.
@@ -13,6 +14,7 @@ import type * as protobuf from "protobufjs";
 
 import type { BadRequest__Output } from "../generated/google/rpc/BadRequest";
 import type { ErrorInfo__Output } from "../generated/google/rpc/ErrorInfo";
+import type { RetryInfo__Output } from "../generated/google/rpc/RetryInfo";
 import type { Status__Output } from "../generated/google/rpc/Status";
 
 /** RULES.md A.5, in precedence order (the first that applies is the one reported). */
@@ -49,10 +51,12 @@ export type ViolationCode = (typeof VIOLATION_CODES)[number];
 export type StatusName = keyof typeof grpc.status;
 
 /** Reasons that are not rule violations: a stale `expected_version`, a `request_id` already
- * used for another action of the seat (`REQUEST_ID_REUSED`, ALREADY_EXISTS), or, for refusals
+ * used for another action of the seat (`REQUEST_ID_REUSED`, ALREADY_EXISTS), a caller without
+ * a seat whose refused actions spent the game's budget (`TOO_MANY_REFUSALS`,
+ * RESOURCE_EXHAUSTED, with `retryDelay`), or, for refusals
  * without a more specific reason (unknown game, bad token, bad request field, transport
  * failures), the gRPC status name itself. */
-export const SERVICE_REASONS = ["STALE_VERSION", "REQUEST_ID_REUSED"] as const;
+export const SERVICE_REASONS = ["STALE_VERSION", "REQUEST_ID_REUSED", "TOO_MANY_REFUSALS"] as const;
 export type ServiceReason = (typeof SERVICE_REASONS)[number] | StatusName;
 const SERVICE: ReadonlySet<string> = new Set(SERVICE_REASONS);
 
@@ -76,6 +80,7 @@ function isReason(reason: string): reason is Reason {
 
 const ERROR_INFO = "google.rpc.ErrorInfo";
 const BAD_REQUEST = "google.rpc.BadRequest";
+const RETRY_INFO = "google.rpc.RetryInfo";
 
 let rpcRoot: protobuf.Root | undefined;
 
@@ -105,9 +110,11 @@ export interface RichDetails {
   status?: Status__Output;
   errorInfo?: ErrorInfo__Output;
   badRequest?: BadRequest__Output;
+  retryInfo?: RetryInfo__Output;
 }
 
-/** Decode google.rpc.Status and its ErrorInfo / BadRequest details from call metadata. */
+/** Decode google.rpc.Status and its ErrorInfo / BadRequest / RetryInfo details from call
+ * metadata. */
 export function decodeStatusDetails(metadata: grpc.Metadata | undefined): RichDetails {
   const raw = metadata?.get("grpc-status-details-bin")[0];
   if (raw === undefined || typeof raw === "string") return {};
@@ -120,11 +127,12 @@ export function decodeStatusDetails(metadata: grpc.Metadata | undefined): RichDe
     const any = detail as { typeUrl?: string; type_url?: string; value: Buffer };
     const typeUrl = any.typeUrl ?? any.type_url ?? "";
     const name = typeUrl.slice(typeUrl.lastIndexOf("/") + 1);
-    if (name !== ERROR_INFO && name !== BAD_REQUEST) continue;
+    if (name !== ERROR_INFO && name !== BAD_REQUEST && name !== RETRY_INFO) continue;
     const type = root.lookupType(name);
     const value = type.toObject(type.decode(detail.value), TO_OBJECT);
     if (name === ERROR_INFO) out.errorInfo = value as ErrorInfo__Output;
-    else out.badRequest = value as BadRequest__Output;
+    else if (name === BAD_REQUEST) out.badRequest = value as BadRequest__Output;
+    else out.retryInfo = value as RetryInfo__Output;
   }
   return out;
 }
@@ -133,7 +141,8 @@ export function decodeStatusDetails(metadata: grpc.Metadata | undefined): RichDe
  * A refused call. `code` is the gRPC status, `reason` the A.5 violation code (for a refused
  * game action) or a service reason (`STALE_VERSION`, `REQUEST_ID_REUSED`, or the status
  * name), `version` the game's current version when the server said it, `fields` the request
- * fields a BadRequest named (e.g. `action.card`).
+ * fields a BadRequest named (e.g. `action.card`), `retryDelay` the seconds a rate limit asks
+ * the caller to wait (from a RetryInfo; undefined otherwise).
  */
 export class RefereeError extends Error {
   override readonly name = "RefereeError";
@@ -147,6 +156,7 @@ export class RefereeError extends Error {
   readonly metadata: Readonly<Record<string, string>>;
   readonly fields: readonly string[];
   readonly version: number | undefined;
+  readonly retryDelay: number | undefined;
   /** The server's message (names the seat, the action and the rule). */
   readonly details: string;
 
@@ -157,6 +167,7 @@ export class RefereeError extends Error {
     domain?: string;
     metadata?: Record<string, string>;
     fields?: string[];
+    retryDelay?: number;
   }) {
     const codeName = statusName(init.code);
     const raw = init.reason || codeName;
@@ -169,6 +180,7 @@ export class RefereeError extends Error {
     this.domain = init.domain ?? "";
     this.metadata = { ...(init.metadata ?? {}) };
     this.fields = [...(init.fields ?? [])];
+    this.retryDelay = init.retryDelay;
     this.details = init.details;
     const version = this.metadata["version"];
     this.version = version === undefined || version === "" ? undefined : Number(version);
@@ -189,6 +201,7 @@ export class RefereeError extends Error {
       domain: rich.errorInfo?.domain,
       metadata: rich.errorInfo?.metadata,
       fields: rich.badRequest?.fieldViolations.map((v) => v.field),
+      retryDelay: seconds(rich.retryInfo?.retryDelay),
     });
   }
 
@@ -196,4 +209,8 @@ export class RefereeError extends Error {
   isViolation(): this is RefereeError & { reason: ViolationCode } {
     return isViolationCode(this.reason);
   }
+}
+
+function seconds(duration: { seconds: number; nanos: number } | null | undefined): number | undefined {
+  return duration == null ? undefined : Number(duration.seconds) + duration.nanos / 1e9;
 }

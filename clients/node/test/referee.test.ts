@@ -182,6 +182,31 @@ describe("pinochle referee through the Node client", () => {
     assert.deepEqual(reused.fields, ["request_id"]);
   });
 
+  test("a caller without a seat is throttled after its refusals spend the game's budget", async () => {
+    const { game, seats } = await newGame("node-test-throttle");
+    const spectator = client.seat(game.gameId, game.spectatorToken);
+    const reasons: string[] = [];
+    let throttled: RefereeError | undefined;
+    // The server's default budget is 60 audited refusals per game (--refusal-burst).
+    for (let i = 0; i < 200 && throttled === undefined; i++) {
+      const error = await spectator.submit({ type: "pass" }).then(
+        () => assert.fail("a spectator's action was accepted"),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof RefereeError);
+      if (error.codeName === "RESOURCE_EXHAUSTED") throttled = error;
+      else reasons.push(error.reason);
+    }
+    assert.ok(throttled, "never throttled");
+    assert.equal(throttled.reason, "TOO_MANY_REFUSALS");
+    assert.ok(throttled.retryDelay !== undefined && throttled.retryDelay > 0);
+    assert.ok(reasons.length >= 1 && reasons.every((r) => r === "PERMISSION_DENIED"));
+    // Seats are never throttled.
+    const [acting] = await toActAndWaiting(seats);
+    const result = await acting.submit({ type: "pass" });
+    assert.equal(result.version, 1);
+  });
+
   test("watch streams events as they happen and stops when the loop breaks", async () => {
     const { game, seats } = await newGame("node-test-watch");
     const [acting] = await toActAndWaiting(seats);

@@ -23,7 +23,9 @@ T = TypeVar("T")
 
 
 class RefereeError(Exception):
-    """A refused call: ``code`` (gRPC), ``reason`` (A.5 code or service reason), ``version``."""
+    """A refused call: ``code`` (gRPC), ``reason`` (A.5 code or service reason), ``version``,
+    and ``retry_delay``: the seconds to wait before trying again, when a rate limit refused it
+    (``google.rpc.RetryInfo``; otherwise None)."""
 
     def __init__(self, error: grpc.RpcError) -> None:
         self.code: grpc.StatusCode = error.code()
@@ -31,6 +33,7 @@ class RefereeError(Exception):
         self.reason = ""
         self.metadata: dict[str, str] = {}
         self.fields: list[str] = []
+        self.retry_delay: float | None = None
         status = rpc_status.from_call(error)  # type: ignore[arg-type]
         for detail in status.details if status is not None else ():
             if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
@@ -42,6 +45,10 @@ class RefereeError(Exception):
                 bad = error_details_pb2.BadRequest()
                 detail.Unpack(bad)
                 self.fields = [v.field for v in bad.field_violations]
+            elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+                retry = error_details_pb2.RetryInfo()
+                detail.Unpack(retry)
+                self.retry_delay = retry.retry_delay.ToNanoseconds() / 1e9
         super().__init__(f"{self.code.name} {self.reason}: {self.message}")
 
     @property
