@@ -425,8 +425,9 @@ async def test_retried_request_id_is_applied_once(store: GameStore) -> None:
 
 async def test_commit_rejects_malformed_input(store: GameStore) -> None:
     await new_game(store)
+    pending = store.commit(make_commit("g1", 0, request_id=""))  # refused when awaited, not now
     with pytest.raises(ValueError, match="request_id"):
-        await store.commit(make_commit("g1", 0, request_id=""))
+        await pending
     with pytest.raises(ValueError, match="version"):
         await store.commit(make_commit("g1", 0)._replace(rows=[action_row(0, 5)]))
     with pytest.raises(StoreError, match="seq"):

@@ -674,8 +674,14 @@ class SqliteStore:
         The game's version becomes ``expected_version + 1``; every row must carry that version
         (an action and the deal it caused). A ``request_id`` already stored for the game is
         refused like a stale version (VersionConflict with the current version), nothing written.
+        A malformed commit is refused through the future too, as by an ``async def`` store.
         """
-        new_version = commit.checked_version()
+        try:
+            new_version = commit.checked_version()
+        except ValueError as malformed:
+            refused: asyncio.Future[AuditRow] = asyncio.get_running_loop().create_future()
+            refused.set_exception(malformed)
+            return refused
         game_id = commit.game_id
         rows = _log_params(commit.rows)
         draft = _AuditDraft.of(commit.audit)
