@@ -21,7 +21,7 @@ from grpc_health.v1 import health_pb2
 from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
-from referee.service.server import UtcTimestamp, configure_logging
+from referee.service.server import ObservabilityInterceptor, UtcTimestamp, configure_logging
 from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
 from tests.service_helpers import bearer, health_stub, new_table, refused, serving
@@ -274,3 +274,37 @@ def test_the_log_timestamp_is_iso_utc_to_the_microsecond(monkeypatch: pytest.Mon
         parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         assert abs(parsed.timestamp() - now) < 2e-6, (stamp, now)
         assert parsed.tzinfo is not None and parsed.utcoffset() == timedelta(0)
+
+
+async def test_the_interceptor_wraps_each_method_handler_once() -> None:
+    """grpc.aio asks the interceptor on every call; the wrapper is built once per handler."""
+    interceptor = ObservabilityInterceptor()
+
+    async def answer(request: object, context: object) -> str:
+        return "answer"
+
+    def handler() -> Any:
+        return grpc.unary_unary_rpc_method_handler(answer)
+
+    class Details(grpc.HandlerCallDetails):
+        def __init__(self, method: str) -> None:
+            self.method = method
+            self.invocation_metadata = ()
+
+    async def wrapped(method: str, found: Any) -> Any:
+        async def continuation(details: grpc.HandlerCallDetails) -> Any:
+            return found
+
+        return await interceptor.intercept_service(continuation, Details(method))
+
+    get = "/pinochle.referee.v1.RefereeService/GetGame"
+    get_handler, list_handler = handler(), handler()
+    first = await wrapped(get, get_handler)
+    assert first.unary_unary is not get_handler.unary_unary  # wrapped
+    assert await wrapped(get, get_handler) is first
+    assert await wrapped("/pinochle.referee.v1.RefereeService/ListVariants", list_handler) not in (
+        first,
+        None,
+    )
+    assert await wrapped(get, handler()) is not first  # a server that registered it anew
+    assert await wrapped(get, None) is None

@@ -262,6 +262,9 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self) -> None:
         self.log = structlog.get_logger("referee.rpc")
+        # grpc.aio asks the interceptor for every call: the wrapped handler of each method is
+        # built once, for the handler object the server returned (methods are a closed set).
+        self._wrapped: dict[str, tuple[Any, Any]] = {}
 
     async def intercept_service(
         self,
@@ -272,6 +275,15 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler
         method = handler_call_details.method or ""
+        known = self._wrapped.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        wrapped = self._wrap(method, handler)
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: Any) -> Any:
+        """``handler`` with the log line, the metrics and the refusal handling around it."""
         _, _, path = method.partition("/")
         service, _, name = path.partition("/")
         if handler.unary_unary is not None:
