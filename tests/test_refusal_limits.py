@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.cli import build_parser
 from referee.service.games import REFUSAL_BURST, REFUSAL_RATE
-from referee.service.limits import TokenBucket
+from referee.service.limits import RefusalBudgets, TokenBucket
 from referee.service.server import ENV_PREFIX, Settings, settings_from
 from tests.service_helpers import Served, Table, new_table, refused, serving
 
@@ -75,32 +75,62 @@ def test_a_bucket_never_holds_more_than_its_burst_and_ignores_a_clock_going_back
     assert bucket.take(3600.0) == 0.0
     assert bucket.take(3600.0) == pytest.approx(1.0)  # an hour idle still gave only 2
     assert bucket.take(3500.0) == pytest.approx(1.0)  # earlier time: nothing added, none taken
+    # The refill still counts from 3600, not from the earlier reading.
+    assert bucket.take(3600.5) == pytest.approx(0.5)
+    assert bucket.take(3601.0) == 0.0
 
 
-@pytest.mark.parametrize(("rate", "burst"), [(0.0, 1), (-1.0, 5), (1.0, 0), (float("nan"), 3)])
-def test_a_bucket_that_could_never_give_a_token_is_refused(rate: float, burst: int) -> None:
-    with pytest.raises(ValueError, match="rate > 0 and burst >= 1"):
-        TokenBucket.full(rate, burst, 0.0)
-
-
-@given(
-    rate=st.floats(0.01, 100.0),
-    burst=st.integers(1, 50),
-    gaps=st.lists(st.floats(0.0, 10.0), max_size=60),
+@pytest.mark.parametrize(
+    ("rate", "burst"),
+    [(0.0, 1), (-1.0, 5), (1.0, 0), (float("nan"), 3), (1e-9, 3), (float("inf"), 3)],
 )
-def test_no_window_gets_more_than_the_burst_plus_the_rate(
-    rate: float, burst: int, gaps: list[float]
+def test_a_bucket_that_could_never_give_a_token_is_refused(rate: float, burst: int) -> None:
+    """A rate below MIN_RATE is refused too: its retry delay would overflow RetryInfo."""
+    with pytest.raises(ValueError, match="rate < inf and burst >= 1"):
+        TokenBucket.full(rate, burst, 0.0)
+    with pytest.raises(ValueError):
+        RefusalBudgets(rate, burst)
+
+
+def test_each_key_has_its_own_bucket() -> None:
+    budgets = RefusalBudgets(rate=1.0, burst=2)
+    assert [budgets.take("a", 0.0) for _ in range(3)] == [0.0, 0.0, pytest.approx(1.0)]
+    assert budgets.take("b", 0.0) == 0.0
+    assert budgets.take("a", 0.5) == pytest.approx(0.5)
+
+
+def test_buckets_are_forgotten_only_once_refilled() -> None:
+    """The map stays as small as the recent refusals; a key that is still short is kept (it
+    must not come back full), a refilled one is dropped (a new bucket is the same)."""
+    budgets = RefusalBudgets(rate=1.0, burst=2)
+    floor = RefusalBudgets.SWEEP_FLOOR
+    assert budgets.take("spent", 0.0) == 0.0
+    assert budgets.take("spent", 0.0) == 0.0
+    for n in range(floor - 1):
+        assert budgets.take(f"game-{n}", 0.0) == 0.0  # one token taken: not full
+    assert len(budgets) == floor
+    assert budgets.take("late", 1.5) == 0.0  # a sweep at 1.5 s: the others refilled by 1.0 s
+    assert len(budgets) == 2  # "spent" (1.5 of 2 tokens) and "late"
+    assert budgets.take("spent", 1.5) == 0.0
+    assert budgets.take("spent", 1.5) == pytest.approx(0.5)  # it kept its state
+
+
+@given(uses=st.lists(st.tuples(st.integers(0, 300), st.floats(0.0, 2.0)), min_size=1, max_size=400))
+def test_the_map_is_bounded_by_the_keys_refused_within_a_refill(
+    uses: list[tuple[int, float]],
 ) -> None:
-    """Over any stretch of time T the bucket gives at most burst + rate * T tokens."""
-    bucket = TokenBucket.full(rate, burst, 0.0)
-    now, taken = 0.0, []
-    for gap in gaps:
+    """At most twice the most keys ever used within one refill time (burst / rate), or the
+    sweep floor: the map grows with the rate of refusals, not with the number of games."""
+    budgets = RefusalBudgets(rate=1.0, burst=3)
+    refill = 3 / 1.0
+    last_use: dict[int, float] = {}
+    now, most_recent = 0.0, 0
+    for key, gap in uses:
         now += gap
-        if bucket.take(now) == 0.0:
-            taken.append(now)
-    for i, start in enumerate(taken):
-        for j in range(i, len(taken)):
-            assert j - i + 1 <= burst + rate * (taken[j] - start) + 1e-9
+        budgets.take(str(key), now)
+        last_use[key] = now
+        most_recent = max(most_recent, sum(1 for t in last_use.values() if now - t < refill))
+        assert len(budgets) <= max(RefusalBudgets.SWEEP_FLOOR, 2 * most_recent)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -119,6 +149,7 @@ async def test_a_wrong_token_is_audited_until_the_budget_is_spent(srv: Served) -
     assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error.reason == "TOO_MANY_REFUSALS"
     assert error.retry_delay == pytest.approx(1 / RATE)
+    assert error.metadata["refused"] == "UNAUTHENTICATED"  # what waiting would not change
     assert "try again in 2.0 s" in error.message
     assert _throttled_count() == before + 1
     rows = await _refused_rows(table)
@@ -188,6 +219,21 @@ async def test_seats_and_the_adjudicator_are_never_throttled(srv: Served) -> Non
     assert codes.count("UNAUTHENTICATED") == BURST
 
 
+async def test_a_game_rebuilt_from_the_store_keeps_its_spent_budget(srv: Served) -> None:
+    """A game leaves memory (a finished game pushed out of the cache) and is rebuilt on the
+    next request: the budget is kept by game id, so it does not come back full."""
+    table = await new_table(srv.client, "partnership", seed="throttle-rebuilt")
+    intruder = srv.client.seat(table.game_id, "wrong")
+    for _ in range(BURST):
+        await refused(intruder.submit({"type": "pass"}))
+    manager = srv.running.games
+    assert manager.games.pop(table.game_id) is not None  # as _retire does for a finished game
+    error = await refused(intruder.submit({"type": "pass"}))
+    assert error.reason == "TOO_MANY_REFUSALS"
+    assert table.game_id in manager.games  # it was rebuilt to answer
+    assert len(await _refused_rows(table)) == BURST
+
+
 async def test_each_game_has_its_own_budget(srv: Served) -> None:
     first = await new_table(srv.client, "partnership", seed="throttle-one")
     second = await new_table(srv.client, "partnership", seed="throttle-two")
@@ -231,6 +277,9 @@ def test_the_budget_defaults_and_comes_from_flags_or_the_environment(
         ("--refusal-rate", "-1"),
         ("--refusal-rate", "inf"),
         ("--refusal-rate", "nan"),
+        ("--refusal-rate", "1e-9"),
+        ("--refusal-rate", "often"),
+        ("--refusal-burst", "1.5"),
     ],
 )
 def test_a_budget_that_could_never_audit_is_refused_at_start_up(
@@ -240,3 +289,12 @@ def test_a_budget_that_could_never_audit_is_refused_at_start_up(
         _serve_settings(*flags)
     assert exit_info.value.code == 2
     assert flags[0] in capsys.readouterr().err
+
+
+def test_a_bad_budget_in_the_environment_is_refused_too(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(ENV_PREFIX + "REFUSAL_BURST", "0")
+    with pytest.raises(SystemExit):
+        _serve_settings()
+    assert "--refusal-burst: must be at least 1" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import secrets
 import time
 from collections import OrderedDict
@@ -50,7 +51,7 @@ from referee.service.auth import (
 )
 from referee.service.convert import json_text, stored_event_to_proto
 from referee.service.errors import ServiceError, invalid
-from referee.service.limits import TokenBucket
+from referee.service.limits import RefusalBudgets
 from referee.service.logline import annotate
 from referee.store.base import (
     ALL_GAMES,
@@ -112,8 +113,6 @@ class LiveGame:
     known_tokens: dict[str, Caller] = field(default_factory=dict)
     # Resolved (and dropped) when the game moves on; created by the first watcher that waits.
     changed: asyncio.Future[None] | None = None
-    # How many more refusals of callers without a seat may be audited (made on the first one).
-    refusals: TokenBucket | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,9 +155,7 @@ class GameManager:
         self.shared_store = shared_store  # other replicas may write: refresh before acting
         self.clock = clock  # audit times (wall clock)
         self.monotonic = monotonic  # rate limits
-        TokenBucket.full(refusal_rate, refusal_burst, 0.0)  # refuses bad limits at start-up
-        self.refusal_rate = refusal_rate
-        self.refusal_burst = refusal_burst
+        self.refusal_budgets = RefusalBudgets(refusal_rate, refusal_burst)
         self.games: dict[str, LiveGame] = {}  # games in progress
         self.finished: OrderedDict[str, LiveGame] = OrderedDict()  # least recently used first
         self.finished_kept = finished_kept
@@ -475,7 +472,7 @@ class GameManager:
                 raise invalid("no action given", "action", reason="MALFORMED_ACTION")
         except ServiceError as refusal:
             if caller is None or caller.role == SPECTATOR:
-                self._spend_refusal_budget(live)
+                self._spend_refusal_budget(game_id, refusal)
             # Issue 4: the audit log holds every request, accepted or refused, so a request
             # refused before reaching the rules (bad token, a spectator acting) is logged too.
             await self.store.record_refusal(
@@ -514,21 +511,21 @@ class GameManager:
                 raise refused.error from None
             return await self._commit(live, accepted, key)
 
-    def _spend_refusal_budget(self, live: LiveGame) -> None:
-        """Let a refusal of a caller without a seat be audited, or refuse it unaudited with
-        RESOURCE_EXHAUSTED once the game's budget is spent (referee/service/limits.py)."""
-        now = self.monotonic()
-        bucket = live.refusals
-        if bucket is None:
-            bucket = live.refusals = TokenBucket.full(self.refusal_rate, self.refusal_burst, now)
-        wait = bucket.take(now)
-        if wait:
+    def _spend_refusal_budget(self, game_id: str, refusal: ServiceError) -> None:
+        """Let ``refusal`` of a caller without a seat be audited, or refuse it unaudited with
+        RESOURCE_EXHAUSTED once the game's budget is spent (referee/service/limits.py). The
+        refusal it stands for is named in the metadata (``refused``: UNAUTHENTICATED or
+        PERMISSION_DENIED), so a client can tell that waiting will not help."""
+        wait = self.refusal_budgets.take(game_id, self.monotonic())
+        if wait > 0.0:
             metrics.REFUSALS_THROTTLED.inc()
             raise ServiceError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 "too many refused requests for this game from callers that are not one of its"
-                f" seats; try again in {wait:.1f} s",
+                f" seats; try again in {math.ceil(wait * 10) / 10:.1f} s (this one was"
+                f" {refusal.code.name})",
                 reason="TOO_MANY_REFUSALS",
+                metadata={"refused": refusal.code.name},
                 retry_delay=wait,
             ) from None
 

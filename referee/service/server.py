@@ -36,6 +36,7 @@ from referee.service import logline, metrics
 from referee.service.auth import token_hash
 from referee.service.errors import ServiceError, invalid
 from referee.service.games import REFUSAL_BURST, REFUSAL_RATE, GameManager
+from referee.service.limits import MIN_RATE
 from referee.service.servicers import RefereeServicer, RulesServicer
 from referee.store.base import GameStore, StoreError
 
@@ -105,13 +106,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_at_least_one,
         default=env("refusal_burst", Settings.refusal_burst),
         help="refused SubmitActions of callers without a seat audited per game at once;"
-        " beyond them RESOURCE_EXHAUSTED, unaudited",
+        " beyond them RESOURCE_EXHAUSTED, unaudited (default %(default)s)",
     )
     parser.add_argument(
         "--refusal-rate",
-        type=_positive,
+        type=_refill_rate,
         default=env("refusal_rate", Settings.refusal_rate),
-        help="... and how many more per second",
+        help="... and how many more per second (default %(default)s)",
     )
     parser.add_argument(
         "--max-message-bytes",
@@ -134,16 +135,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _at_least_one(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
 
 
-def _positive(text: str) -> float:
-    value = float(text)
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
+def _refill_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not MIN_RATE <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number from {MIN_RATE} up, not {text!r}")
     return value
 
 

@@ -16,7 +16,7 @@ import {
   type SeatSession,
   type WatchItem,
 } from "../src/index";
-import { startServer, type RunningServer } from "./server";
+import { REFUSAL_BURST, startServer, type RunningServer } from "./server";
 
 let server: RunningServer;
 let client: RefereeClient;
@@ -187,7 +187,7 @@ describe("pinochle referee through the Node client", () => {
     const spectator = client.seat(game.gameId, game.spectatorToken);
     const reasons: string[] = [];
     let throttled: RefereeError | undefined;
-    // The server's default budget is 60 audited refusals per game (--refusal-burst).
+    // The harness starts its server with --refusal-burst REFUSAL_BURST (the default is 60).
     for (let i = 0; i < 200 && throttled === undefined; i++) {
       const error = await spectator.submit({ type: "pass" }).then(
         () => assert.fail("a spectator's action was accepted"),
@@ -199,7 +199,9 @@ describe("pinochle referee through the Node client", () => {
     }
     assert.ok(throttled, "never throttled");
     assert.equal(throttled.reason, "TOO_MANY_REFUSALS");
+    assert.equal(throttled.metadata["refused"], "PERMISSION_DENIED");
     assert.ok(throttled.retryDelay !== undefined && throttled.retryDelay > 0);
+    if (server.started) assert.equal(reasons.length, REFUSAL_BURST);
     assert.ok(reasons.length >= 1 && reasons.every((r) => r === "PERMISSION_DENIED"));
     // Seats are never throttled.
     const [acting] = await toActAndWaiting(seats);

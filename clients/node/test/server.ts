@@ -13,8 +13,13 @@ import * as path from "node:path";
 
 import * as grpc from "@grpc/grpc-js";
 
+/** The refusal budget the harness's server starts with (--refusal-burst). */
+export const REFUSAL_BURST = 5;
+
 export interface RunningServer {
   address: string;
+  /** Whether this harness started the server (false for REFEREE_ADDRESS). */
+  started: boolean;
   stop(): Promise<void>;
 }
 
@@ -66,7 +71,7 @@ function serveCommand(): string[] {
 
 export async function startServer(): Promise<RunningServer> {
   const external = process.env["REFEREE_ADDRESS"];
-  if (external) return { address: external, stop: async () => undefined };
+  if (external) return { address: external, started: false, stop: async () => undefined };
 
   const [command, ...prefix] = serveCommand();
   if (command === undefined || (path.isAbsolute(command) && !existsSync(command))) {
@@ -90,6 +95,9 @@ export async function startServer(): Promise<RunningServer> {
     "0",
     "--grace-seconds",
     "1",
+    // Small, so that the throttling test needs few calls (it reads this value).
+    "--refusal-burst",
+    String(REFUSAL_BURST),
   ];
   const child: ChildProcess = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
@@ -129,5 +137,5 @@ export async function startServer(): Promise<RunningServer> {
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  return { address, stop };
+  return { address, started: true, stop };
 }
