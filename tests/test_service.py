@@ -26,6 +26,7 @@ from pinochle_client import RefereeError
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee import cli
 from referee.audit import audit_record, parse_deal
+from referee.engine.actions import ACTION_TYPES
 from referee.engine.game import SeededDeals
 from referee.rules.dealing import deal_commitment
 from referee.rules.options import VARIANT_IDS, option_schema, resolve_options, variant_defaults
@@ -1071,19 +1072,7 @@ async def test_client_mistakes_are_never_unknown_or_internal(srv: Served) -> Non
     two = await new_table(srv.client, "two-handed", seed="fuzz")
     stub = srv.referee
     cards = ["AS", "10H", "KD", "QC", "JS", "9H", "ZZ", "", "as", "T S"]
-    kinds = [
-        "bid",
-        "pass",
-        "bid_or_redeal",
-        "declare_trump",
-        "pass_cards",
-        "discard",
-        "meld",
-        "exchange_dix",
-        "concede",
-        "draw",
-        "play",
-    ]
+    kinds = list(ACTION_TYPES)  # every A.4 type, in the contract's order
     outcomes: dict[str, int] = {}
 
     def action() -> pb.Action:
