@@ -400,6 +400,10 @@ class Session:
                     }
         except grpc.RpcError as error:
             raise RefereeError(error) from None
+        finally:
+            # Closing this iterator early (``aclose``, ``break`` in ``async with aclosing``)
+            # ends the call at once, so the server stops following the game for it.
+            stream.cancel()
 
 
 class SeatSession(Session):
