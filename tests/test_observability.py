@@ -131,13 +131,14 @@ async def test_games_active_follows_the_shared_database(tmp_path: Path, backend:
     del backend
     with postgres_schema("test_gauge") as schema:
         async with serving(
-            tmp_path, db=POSTGRES_URL, db_schema=schema, active_games_recount_seconds=0.05
+            tmp_path, db=POSTGRES_URL, db_schema=schema, housekeeping_seconds=0.05
         ) as srv:
             await new_table(srv.client, "partnership", seed="here")
             other = PostgresStore(POSTGRES_URL, schema=schema)  # another replica's store
             await other.open()
             try:
-                await new_game(other, "elsewhere")
+                # Created now: the helper's default creation time is years ago, an idle game.
+                await new_game(other, "elsewhere", created_at=time.time())
             finally:
                 await other.close()
             for _ in range(100):

@@ -328,6 +328,25 @@ async def test_list_and_count_games(store: GameStore) -> None:
     assert await store.count_active_games() == 2
 
 
+async def test_count_active_games_since_the_last_accepted_action(store: GameStore) -> None:
+    """A game's activity is its creation, then each accepted action; refusals do not count,
+    and a finished game is never active."""
+    await new_game(store, "quiet", created_at=1_000.0)
+    await new_game(store, "played", created_at=1_000.0)
+    await new_game(store, "ended", created_at=1_000.0)
+    assert await store.count_active_games(active_since=1_000.0) == 3
+    assert await store.count_active_games(active_since=1_000.1) == 0
+    await store.commit(make_commit("played", 0))  # accepted at 1_700_000_101.5
+    await store.commit(make_commit("ended", 0, over=True))
+    await store.record_refusal("quiet", audit_entry(5, "refused", "NOT_YOUR_TURN"))
+    assert await store.count_active_games() == 2
+    assert await store.count_active_games(active_since=1_000.1) == 1
+    assert await store.count_active_games(active_since=1_700_000_101.5) == 1
+    assert await store.count_active_games(active_since=1_700_000_101.6) == 0
+    await store.commit(make_commit("played", 1))  # at 1_700_000_102.5
+    assert await store.count_active_games(active_since=1_700_000_101.6) == 1
+
+
 # -- commits --------------------------------------------------------------------------------
 
 
@@ -1001,6 +1020,7 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
     await store.commit(make_commit("g1", 0, with_deal=True))
     await store.close()
     conn = sqlite3.connect(path)
+    _undo_sqlite_migration_3(conn)
     conn.execute("ALTER TABLE games DROP COLUMN log_seq")
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
@@ -1019,6 +1039,87 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
         assert conn.execute("SELECT log_seq FROM games").fetchall() == [(4,)]
     finally:
         conn.close()
+
+
+def _undo_sqlite_migration_3(conn: sqlite3.Connection) -> None:
+    conn.execute("DROP INDEX games_active_since")
+    conn.execute("ALTER TABLE games DROP COLUMN last_active_at")
+
+
+async def _games_for_the_last_active_migration(store: GameStore) -> None:
+    """g1 with two accepted actions then a refusal, g2 with a refusal only, g3 untouched."""
+    await new_game(store, "g1")
+    await commit_many(store, "g1", 2)  # accepted at 1_700_000_101.5 and 1_700_000_102.5
+    await store.record_refusal("g1", audit_entry(9, "refused", "NOT_YOUR_TURN"))
+    await new_game(store, "g2", created_at=1_600_000_000.0)
+    await store.record_refusal("g2", audit_entry(9, "refused", "NOT_YOUR_TURN"))
+    await new_game(store, "g3", created_at=1_650_000_000.0)
+
+
+# Filled by the migration: the last *accepted* request's time, else the creation time; a
+# refusal (at 1_700_000_109.5) does not make a game active.
+_LAST_ACTIVE_AFTER_MIGRATION = [
+    ("g1", 1_700_000_102.5),
+    ("g2", 1_600_000_000.0),
+    ("g3", 1_650_000_000.0),
+]
+
+
+async def _assert_last_active_after_migration(store: GameStore) -> None:
+    assert await store.count_active_games() == 3
+    assert await store.count_active_games(active_since=1_650_000_000.0) == 2  # g1, g3
+    assert await store.count_active_games(active_since=1_700_000_102.5) == 1  # g1
+    assert await store.count_active_games(active_since=1_700_000_102.6) == 0
+    await store.commit(make_commit("g2", 0))  # acting makes it active again
+    assert await store.count_active_games(active_since=1_700_000_101.5) == 2
+
+
+async def test_sqlite_migrates_a_version_2_database(tmp_path: Path) -> None:
+    """Schema 2 had no games.last_active_at: opening fills it from the audit log."""
+    path = tmp_path / "v2.db"
+    store = SqliteStore(path)
+    await store.open()
+    await _games_for_the_last_active_migration(store)
+    await store.close()
+    conn = sqlite3.connect(path)
+    _undo_sqlite_migration_3(conn)
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+
+    reopened = SqliteStore(path)
+    await reopened.open()
+    try:
+        conn = sqlite3.connect(path)
+        try:
+            rows = conn.execute("SELECT game_id, last_active_at FROM games ORDER BY game_id")
+            assert rows.fetchall() == _LAST_ACTIVE_AFTER_MIGRATION
+            assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        finally:
+            conn.close()
+        await _assert_last_active_after_migration(reopened)
+    finally:
+        await reopened.close()
+
+
+async def test_postgres_migrates_a_version_1_schema(postgres_url: str) -> None:
+    """Schema 1 had no games.last_active_at: opening fills it from the audit log."""
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await _games_for_the_last_active_migration(store)
+        await store.close()
+        await postgres_sql(schema, "ALTER TABLE games DROP COLUMN last_active_at")
+        await postgres_sql(schema, "DELETE FROM schema_migrations WHERE version >= 2")
+
+        reopened = PostgresStore(POSTGRES_URL, schema=schema)
+        await reopened.open()
+        try:
+            rows = await pg_rows(schema, "SELECT game_id, last_active_at FROM games ORDER BY 1")
+            assert rows == _LAST_ACTIVE_AFTER_MIGRATION
+            await _assert_last_active_after_migration(reopened)
+        finally:
+            await reopened.close()
 
 
 # -- the audit hash's canonical form ----------------------------------------------------------

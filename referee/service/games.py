@@ -77,6 +77,14 @@ FINISHED_GAMES_KEPT = 1024
 # would let anyone who knows a game id grow its audit log for ever.
 REFUSAL_BURST = 60
 REFUSAL_RATE = 1.0
+# Games that nobody plays must not fill max_active_games for ever (abandoned games would
+# otherwise leave a long-running server unable to start any). A game in progress whose last
+# accepted action (or creation) is older than this many seconds is idle: it no longer counts
+# against the cap or in referee_games_active, and once no request has used it for as long
+# either, it leaves memory. It stays in the store, whole, and plays on as soon as anyone acts
+# (rebuilt from its log, as after a restart). 0: games count until they end. Issue 4 names the
+# cap, not idleness; a day is our choice (README, "Limits").
+IDLE_AFTER = 86_400.0
 
 T = TypeVar("T")
 
@@ -113,6 +121,8 @@ class LiveGame:
     known_tokens: dict[str, Caller] = field(default_factory=dict)
     # Resolved (and dropped) when the game moves on; created by the first watcher that waits.
     changed: asyncio.Future[None] | None = None
+    last_used: float = 0.0  # monotonic time of the last request that looked it up
+    watchers: int = 0  # WatchGame streams following this object (it must stay in memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +158,7 @@ class GameManager:
         finished_kept: int = FINISHED_GAMES_KEPT,
         refusal_rate: float = REFUSAL_RATE,
         refusal_burst: int = REFUSAL_BURST,
+        idle_after: float = IDLE_AFTER,
     ) -> None:
         self.store = store
         self.server_adjudicator_hash = server_adjudicator_hash
@@ -156,6 +167,7 @@ class GameManager:
         self.clock = clock  # audit times (wall clock)
         self.monotonic = monotonic  # rate limits
         self.refusal_budgets = RefusalBudgets(refusal_rate, refusal_burst)
+        self.idle_after = idle_after
         self.games: dict[str, LiveGame] = {}  # games in progress
         self.finished: OrderedDict[str, LiveGame] = OrderedDict()  # least recently used first
         self.finished_kept = finished_kept
@@ -200,7 +212,7 @@ class GameManager:
                     "given deals need the server's adjudicator credential",
                 )
             self._check_given_deals(rules, first_dealer, deal_mode)
-        if await self.store.count_active_games() >= self.max_active_games:
+        if await self.store.count_active_games(self.active_since()) >= self.max_active_games:
             raise ServiceError(
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"this server keeps at most {self.max_active_games} active games",
@@ -233,8 +245,14 @@ class GameManager:
 
     def _register(self, live: LiveGame) -> None:
         """A new game is durable: hold it in memory and count it."""
+        live.last_used = self.monotonic()
         self.games[live.record.game_id] = live
         metrics.GAMES_ACTIVE.inc()
+
+    def active_since(self) -> float | None:
+        """The wall-clock time before which a game's last accepted action makes it idle
+        (``IDLE_AFTER``); None when games never become idle."""
+        return self.clock() - self.idle_after if self.idle_after > 0 else None
 
     def _check_given_deals(
         self, rules: RuleSet, first_dealer: int, deal_mode: Mapping[str, object]
@@ -299,6 +317,7 @@ class GameManager:
                 if live.state.over:
                     self._retire(live)
                 else:
+                    live.last_used = self.monotonic()
                     self.games[game_id] = live
                 return live
         finally:
@@ -313,7 +332,31 @@ class GameManager:
             live = self.finished.get(game_id)
             if live is not None:
                 self.finished.move_to_end(game_id)
+        else:
+            live.last_used = self.monotonic()
         return live
+
+    def evict_idle_games(self) -> int:
+        """Drop from memory the games in progress that no request has used for ``idle_after``
+        seconds; return how many. The store keeps them whole, so the next request rebuilds
+        one from its log (``load``), exactly as after a restart.
+
+        Safe to drop: every request looks a game up through ``_cached`` or ``load``, which
+        stamp ``last_used``, and runs for far less than a day, so no request still holds an
+        idle game's object; nor does a watcher (``watchers``) or a commit (the lock, checked
+        anyway). Runs without an await, so no request can look a game up halfway through.
+        """
+        if self.idle_after <= 0:
+            return 0
+        cutoff = self.monotonic() - self.idle_after
+        idle = [
+            game_id
+            for game_id, live in self.games.items()
+            if live.last_used < cutoff and not live.watchers and not live.lock.locked()
+        ]
+        for game_id in idle:
+            del self.games[game_id]
+        return len(idle)
 
     def _retire(self, live: LiveGame) -> None:
         """Move a finished game among the finished ones kept, dropping the least recently used.
@@ -369,18 +412,23 @@ class GameManager:
                 except Exception:
                     log.exception("catch_up_failed", game_id=live.record.game_id)
 
-    async def recount_active_games(self, every: float) -> None:
-        """Set ``referee_games_active`` from the store every ``every`` seconds (until cancelled).
+    async def keep_house(self, every: float) -> None:
+        """Every ``every`` seconds (until cancelled): drop idle games from memory
+        (``evict_idle_games``) and set ``referee_games_active`` from the store.
 
-        A replica counts the games it creates and sees end, but with a shared store other
-        replicas create and finish games too; the database's count puts every replica's gauge
-        right again (each reports the same total: aggregate with max, not sum).
+        A replica counts the games it creates and sees end, but games also become idle, and
+        with a shared store other replicas create and finish games too; the database's count
+        puts the gauge right again (every replica reports the same total: aggregate with max,
+        not sum).
         """
         log = structlog.get_logger("referee.games")
         while True:
             await asyncio.sleep(every)
+            evicted = self.evict_idle_games()
+            if evicted:
+                log.info("idle_games_evicted", games=evicted, held=len(self.games))
             try:
-                metrics.GAMES_ACTIVE.set(await self.store.count_active_games())
+                metrics.GAMES_ACTIVE.set(await self.store.count_active_games(self.active_since()))
             except Exception:
                 log.warning("active_games_recount_failed", exc_info=True)
 
@@ -783,6 +831,16 @@ class GameManager:
         of the caller's current view comes first and the stream goes on from there.
         """
         live, caller = await self.get(game_id, token)
+        live.watchers += 1  # keeps the object in memory while this stream follows it
+        try:
+            async for message in self._follow(live, caller, from_version, after_seq):
+                yield message
+        finally:
+            live.watchers -= 1
+
+    async def _follow(
+        self, live: LiveGame, caller: Caller, from_version: int, after_seq: int
+    ) -> AsyncIterator[pb.WatchGameResponse]:
         # Issue 4 / referee.proto: from_version 0 means the whole game, and the first deal's
         # events carry version 0, so "after version 0" must include them.
         after = from_version if from_version > 0 and not after_seq else -1

@@ -30,7 +30,10 @@ REFUSALS_THROTTLED = Counter(
     "SubmitAction calls from callers that are not a seat, refused with RESOURCE_EXHAUSTED and"
     " not audited because the game's refusal budget was spent (referee/service/limits.py).",
 )
-GAMES_ACTIVE = Gauge("referee_games_active", "Games created and not yet over.")
+GAMES_ACTIVE = Gauge(
+    "referee_games_active",
+    "Games in progress that are not idle (an accepted action within --idle-after seconds).",
+)
 STORE_COMMIT_SECONDS = Histogram(
     "referee_store_commit_seconds",
     "Time from handing an action to the store until its transaction committed.",

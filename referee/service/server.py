@@ -35,7 +35,7 @@ from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service import logline, metrics
 from referee.service.auth import token_hash
 from referee.service.errors import ServiceError, invalid
-from referee.service.games import REFUSAL_BURST, REFUSAL_RATE, GameManager
+from referee.service.games import IDLE_AFTER, REFUSAL_BURST, REFUSAL_RATE, GameManager
 from referee.service.limits import MIN_RATE
 from referee.service.servicers import RefereeServicer, RulesServicer
 from referee.store.base import GameStore, StoreError
@@ -57,6 +57,7 @@ class Settings:
     metrics_port: int = 9464
     adjudicator_token: str = ""
     max_games: int = 10_000
+    idle_after: float = IDLE_AFTER  # seconds without an accepted action; 0: never idle
     refusal_rate: float = REFUSAL_RATE
     refusal_burst: int = REFUSAL_BURST
     max_message_bytes: int = 1 << 20
@@ -65,9 +66,9 @@ class Settings:
     tls_key: str = ""
     tls_client_ca: str = ""
     log_format: str = "auto"  # auto | json | console
-    # With a shared store (replicas), referee_games_active is recounted from the database this
-    # often, since other replicas create and finish games too. Not a flag: tests shorten it.
-    active_games_recount_seconds: float = 15.0
+    # How often idle games leave memory and referee_games_active is recounted from the store
+    # (GameManager.keep_house). Not a flag: tests shorten it.
+    housekeeping_seconds: float = 15.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +101,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("adjudicator_token_file", ""),
         help="read the adjudicator credential from this file",
     )
-    parser.add_argument("--max-games", type=int, default=int(env("max_games", Settings.max_games)))
+    parser.add_argument(
+        "--max-games",
+        type=int,
+        default=int(env("max_games", Settings.max_games)),
+        help="active games at most; CreateGame beyond is RESOURCE_EXHAUSTED (default %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-after",
+        type=_seconds,
+        default=env("idle_after", Settings.idle_after),
+        help="seconds without an accepted action after which a game in progress is idle: it"
+        " stops counting against --max-games and leaves memory, stays stored and plays on when"
+        " anyone acts; 0: never (default %(default)s)",
+    )
     parser.add_argument(
         "--refusal-burst",
         type=_at_least_one,
@@ -154,6 +168,16 @@ def _refill_rate(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 up, not {text!r}")
+    return value
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     token = args.adjudicator_token
     if args.adjudicator_token_file:
@@ -166,6 +190,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         metrics_port=args.metrics_port,
         adjudicator_token=token,
         max_games=args.max_games,
+        idle_after=args.idle_after,
         refusal_rate=args.refusal_rate,
         refusal_burst=args.refusal_burst,
         max_message_bytes=args.max_message_bytes,
@@ -446,7 +471,7 @@ class Running:
     health: health.aio.HealthServicer
     store: GameStore
     games: GameManager
-    background: list[asyncio.Task[None]]  # following the store's changes, recounting games
+    background: list[asyncio.Task[None]]  # following the store's changes, keeping house
 
     async def stop(self, grace: float) -> None:
         """NOT_SERVING first so balancers drain us, then finish in-flight calls, then close."""
@@ -468,11 +493,12 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
         if settings.adjudicator_token
         else "",
         max_active_games=settings.max_games,
+        idle_after=settings.idle_after,
         refusal_rate=settings.refusal_rate,
         refusal_burst=settings.refusal_burst,
         shared_store=settings.db.startswith(("postgresql://", "postgres://")),
     )
-    metrics.GAMES_ACTIVE.set(await store.count_active_games())
+    metrics.GAMES_ACTIVE.set(await store.count_active_games(games.active_since()))
     server = grpc.aio.server(
         interceptors=[ObservabilityInterceptor()],
         options=[
@@ -501,14 +527,10 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    background = [asyncio.create_task(games.follow_changes(), name="follow-store-changes")]
-    if games.shared_store:
-        background.append(
-            asyncio.create_task(
-                games.recount_active_games(settings.active_games_recount_seconds),
-                name="recount-active-games",
-            )
-        )
+    background = [
+        asyncio.create_task(games.follow_changes(), name="follow-store-changes"),
+        asyncio.create_task(games.keep_house(settings.housekeeping_seconds), name="keep-house"),
+    ]
     return Running(server, port, health_servicer, store, games, background)
 
 

@@ -162,6 +162,13 @@ def canonical_json(content: Mapping[str, object]) -> bytes:
 
 
 GENESIS_HASH = "0" * 64
+# The migration that adds ``games.last_active_at`` fills it for existing games with this SQL
+# expression (the same in both stores): the time of the last accepted request in the audit log,
+# or the creation time of a game with none, so games abandoned before the upgrade count as idle.
+LAST_ACCEPTED_OR_CREATED = (
+    "COALESCE((SELECT MAX(time) FROM audit WHERE audit.game_id = games.game_id"
+    " AND audit.outcome = 'accepted'), created_at)"
+)
 
 # Yielded by ``GameStore.changes`` when changes may have gone unannounced (never a game id).
 ALL_GAMES = ""
@@ -246,7 +253,11 @@ class GameStore(Protocol):
     async def list_games(self, active_only: bool = False) -> list[str]:
         """Ids of stored games (active: not over)."""
 
-    async def count_active_games(self) -> int: ...
+    async def count_active_games(self, active_since: float | None = None) -> int:
+        """Games not over; with ``active_since``, only those whose last accepted action (or
+        creation, before the first) was at or after that time (the wall clock of
+        ``GameRecord.created_at`` and ``AuditRow.time``). Idle games still exist and play on:
+        they only stop counting against the server's cap of active games."""
 
     def changes(self) -> AsyncIterator[str]:
         """Ids of games that another process changed, as they change (may never yield).

@@ -55,6 +55,7 @@ from psycopg_pool import AsyncConnectionPool
 from referee.store.base import (
     ALL_GAMES,
     GENESIS_HASH,
+    LAST_ACCEPTED_OR_CREATED,
     AuditRow,
     AuditVerification,
     Commit,
@@ -146,6 +147,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )
         """,
     ),
+    # 1 -> 2: the time of the game's last accepted action (its creation before the first), so
+    # that games nobody plays stop counting as active (count_active_games's active_since).
+    (
+        "ALTER TABLE games ADD COLUMN last_active_at double precision NOT NULL DEFAULT 0",
+        f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED}",
+        "CREATE INDEX games_active_since ON games (last_active_at) WHERE NOT over",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -166,8 +174,8 @@ SESSION_LIMITS = (
 )
 
 _INSERT_GAME = (
-    f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head)"
-    " VALUES (%s, %s, %s::json, %s, %s::json, %s::json, %s, %s, %s::json, %s, %s, %s, 0, %s)"
+    f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head, last_active_at)"
+    " VALUES (%s, %s, %s::json, %s, %s::json, %s::json, %s, %s, %s::json, %s, %s, %s, 0, %s, %s)"
     " ON CONFLICT (game_id) DO NOTHING"
 )
 _INSERT_LOG = (
@@ -419,7 +427,7 @@ class PostgresStore:
     # -- writes -----------------------------------------------------------------------------
 
     async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
-        params = (*_game_params(game), bool(game.over), GENESIS_HASH)
+        params = (*_game_params(game), bool(game.over), GENESIS_HASH, float(game.created_at))
         rows = _numbered_log(game.game_id, 1, _log_params(first_rows))
 
         async def work(conn: Connection) -> None:
@@ -461,10 +469,19 @@ class PostgresStore:
             # granted, so it sees every commit of the game before ours (the locking SELECT's
             # snapshot may be older than the commit it waited for).
             cursor = await conn.execute(
-                "UPDATE games SET version = %s, over = %s, audit_seq = %s, audit_head = %s"
-                " WHERE game_id = %s AND version = %s"
+                "UPDATE games SET version = %s, over = %s, audit_seq = %s, audit_head = %s,"
+                " last_active_at = %s WHERE game_id = %s AND version = %s"
                 " RETURNING (SELECT COALESCE(MAX(seq), 0) FROM log WHERE game_id = %s)",
-                (new_version, commit.over, audit.seq, audit.hash, game_id, current, game_id),
+                (
+                    new_version,
+                    commit.over,
+                    audit.seq,
+                    audit.hash,
+                    audit.time,
+                    game_id,
+                    current,
+                    game_id,
+                ),
             )
             ended = await cursor.fetchone()
             if cursor.rowcount != 1 or ended is None:
@@ -602,9 +619,15 @@ class PostgresStore:
 
         return await self._read(query)
 
-    async def count_active_games(self) -> int:
+    async def count_active_games(self, active_since: float | None = None) -> int:
         async def query(conn: Connection) -> int:
-            cursor = await conn.execute("SELECT COUNT(*) FROM games WHERE NOT over")
+            if active_since is None:
+                cursor = await conn.execute("SELECT COUNT(*) FROM games WHERE NOT over")
+            else:
+                cursor = await conn.execute(
+                    "SELECT COUNT(*) FROM games WHERE NOT over AND last_active_at >= %s",
+                    (active_since,),
+                )
             row = await cursor.fetchone()
             return int(row[0]) if row is not None else 0
 

@@ -55,6 +55,7 @@ import orjson
 
 from referee.store.base import (
     GENESIS_HASH,
+    LAST_ACCEPTED_OR_CREATED,
     AuditRow,
     AuditVerification,
     Commit,
@@ -136,6 +137,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE games ADD COLUMN log_seq INTEGER NOT NULL DEFAULT 0",
         "UPDATE games SET log_seq ="
         " (SELECT COALESCE(MAX(seq), 0) FROM log WHERE log.game_id = games.game_id)",
+    ),
+    # 2 -> 3: the time of the game's last accepted action (its creation before the first), so
+    # that games nobody plays stop counting as active (count_active_games's active_since).
+    (
+        "ALTER TABLE games ADD COLUMN last_active_at REAL NOT NULL DEFAULT 0",
+        f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED}",
+        "CREATE INDEX IF NOT EXISTS games_active_since ON games (last_active_at) WHERE over = 0",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -656,9 +664,9 @@ class SqliteStore:
         def apply(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(
-                    f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head, log_seq)"
-                    f" VALUES (?{', ?' * 11}, 0, ?, ?)",
-                    (*params, GENESIS_HASH, len(log)),
+                    f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head, log_seq,"
+                    f" last_active_at) VALUES (?{', ?' * 11}, 0, ?, ?, ?)",
+                    (*params, GENESIS_HASH, len(log), float(game.created_at)),
                 )
             except sqlite3.IntegrityError as exc:
                 if _game_exists(conn, game.game_id):
@@ -709,8 +717,16 @@ class SqliteStore:
             audit = draft.chained(audit_seq + 1, audit_head)
             conn.execute(
                 "UPDATE games SET version = ?, over = ?, audit_seq = ?, audit_head = ?,"
-                " log_seq = ? WHERE game_id = ?",
-                (new_version, int(commit.over), audit.seq, audit.hash, log[-1][1], game_id),
+                " log_seq = ?, last_active_at = ? WHERE game_id = ?",
+                (
+                    new_version,
+                    int(commit.over),
+                    audit.seq,
+                    audit.hash,
+                    log[-1][1],
+                    audit.time,
+                    game_id,
+                ),
             )
             _insert_log(conn, log)
             _insert_audit(conn, game_id, draft, audit)
@@ -848,9 +864,16 @@ class SqliteStore:
 
         return await self._read(query)
 
-    async def count_active_games(self) -> int:
+    async def count_active_games(self, active_since: float | None = None) -> int:
         def query(conn: sqlite3.Connection) -> int:
-            ((count,),) = conn.execute("SELECT COUNT(*) FROM games WHERE over = 0").fetchall()
+            if active_since is None:
+                rows = conn.execute("SELECT COUNT(*) FROM games WHERE over = 0").fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT COUNT(*) FROM games WHERE over = 0 AND last_active_at >= ?",
+                    (active_since,),
+                ).fetchall()
+            ((count,),) = rows
             return int(count)
 
         return await self._read(query)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
@@ -366,7 +366,7 @@ class Session:
 
     async def watch(
         self, from_version: int = 0, *, after_seq: int = 0
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Events (and snapshots) as plain dicts: ``{"event": {...}}`` or ``{"snapshot": ...}``.
 
         To resume after a disconnect, pass ``after_seq``: the ``seq`` of the last event

@@ -1,0 +1,237 @@
+"""Idle games (``--idle-after``): games nobody plays stop counting against ``--max-games`` and
+leave memory, yet stay stored, whole, and play on as soon as anyone acts."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import pytest
+import pytest_asyncio
+from pinochle_client import RefereeClient
+from prometheus_client import REGISTRY
+
+from referee.audit import audit_record
+from referee.cli import build_parser
+from referee.service.games import IDLE_AFTER
+from referee.service.server import ENV_PREFIX, Settings, settings_from
+from tests.service_helpers import Served, Table, new_table, play, play_step, refused, serving
+
+IDLE = 100.0  # seconds
+CAP = 2
+QUIET = 0.5  # seconds without a stream message after which a watch has sent all there is
+
+
+class FakeClock:
+    """A clock the test moves by hand (the manager's wall clock or its monotonic clock)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest_asyncio.fixture
+async def srv(tmp_path: Path) -> AsyncIterator[Served]:
+    async with serving(tmp_path, max_games=CAP, idle_after=IDLE) as served:
+        served.running.games.clock = FakeClock(1_800_000_000.0)
+        served.running.games.monotonic = FakeClock(5_000.0)
+        yield served
+
+
+def _advance(srv: Served, seconds: float) -> None:
+    """Move both of the manager's clocks on."""
+    for clock in (srv.running.games.clock, srv.running.games.monotonic):
+        assert isinstance(clock, FakeClock)
+        clock.now += seconds
+
+
+async def _cap_refuses(srv: Served) -> None:
+    error = await refused(srv.client.create_game("partnership"))
+    assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert f"at most {CAP} active games" in error.message
+
+
+def _games_active() -> float | None:
+    return REGISTRY.get_sample_value("referee_games_active")
+
+
+async def test_idle_games_stop_counting_against_the_cap(srv: Served) -> None:
+    rng = random.Random(3)
+    first = await new_table(srv.client)
+    second = await new_table(srv.client)
+    await _cap_refuses(srv)
+    _advance(srv, IDLE / 2)
+    await _cap_refuses(srv)  # neither is idle yet
+    await play_step(first, rng)  # first is active again, from now
+    _advance(srv, IDLE / 2 + 1)  # second: idle (created IDLE + 1 ago); first: IDLE / 2 + 1
+    third = await new_table(srv.client)
+    await _cap_refuses(srv)  # first and third count
+
+    # A refused request does not wake a game: a stranger's, nor a seat's illegal action.
+    error = await refused(
+        second.client.seat(second.game_id, "not-a-token").submit({"type": "pass"})
+    )
+    assert error.code == grpc.StatusCode.UNAUTHENTICATED
+    view = await second.adj.view()
+    seat = next(s for s in range(4) if s != view["hand"]["turn"])
+    await refused(second.seats[seat].submit({"type": "pass"}))
+    _advance(srv, 1)  # first still active (IDLE / 2 + 2 ago)
+    await _cap_refuses(srv)
+
+    # An idle game plays on though the cap is full; it then counts again.
+    step = await play_step(second, rng)
+    assert step is not None and step.result["version"] == 1
+    assert await srv.running.store.count_active_games(srv.running.games.active_since()) == 3
+    await _cap_refuses(srv)
+    _advance(srv, IDLE + 1)  # all three idle
+    fourth = await new_table(srv.client)
+    assert {third.game_id, fourth.game_id}.isdisjoint({first.game_id, second.game_id})
+
+
+async def test_an_idle_game_leaves_memory_and_plays_on_where_it_was(srv: Served) -> None:
+    rng = random.Random(11)
+    table = await new_table(srv.client, "partnership", seed="idle")  # target 1500
+    await play(table, rng, hands=1)
+    assert not (await table.adj.view())["over"]
+    before = await _everything_seen(table)
+    games = srv.running.games
+    assert table.game_id in games.games
+
+    _advance(srv, IDLE - 1)
+    assert games.evict_idle_games() == 0  # used IDLE - 1 seconds ago: kept
+    _advance(srv, 2)
+    assert games.evict_idle_games() == 1
+    assert table.game_id not in games.games
+
+    assert await _everything_seen(table) == before  # rebuilt from the store, the same game
+    assert table.game_id in games.games  # the request brought it back
+    await play(table, rng, hands=1)  # and it plays on
+    verdict = audit_record(await table.adj.export())
+    hands = verdict["hands"]
+    assert isinstance(hands, list)
+    assert verdict["legal"] is True and len(hands) >= 2, verdict
+    assert await table.adj.verify_audit_log()
+
+
+async def _everything_seen(table: Table) -> list[object]:
+    """Every role's view and legal actions, the whole event stream and the audit log."""
+    seen: list[object] = [await table.adj.view(), await table.spec.view()]
+    for seat in table.seats:
+        seen += [await seat.view(), await seat.legal_actions()]
+    seen.append(await _events_so_far(table))
+    seen.append(await table.adj.audit_log())
+    return seen
+
+
+async def _events_so_far(table: Table) -> list[dict[str, object]]:
+    """The adjudicator's stream from version 0 until it waits for the next action."""
+    stream = table.adj.watch(0)
+    events: list[dict[str, object]] = []
+    try:
+        while True:
+            try:
+                events.append(await asyncio.wait_for(anext(stream), QUIET))
+            except (TimeoutError, StopAsyncIteration):
+                return events
+    finally:
+        await stream.aclose()
+
+
+async def test_a_watched_or_busy_game_stays_in_memory(srv: Served) -> None:
+    table = await new_table(srv.client)
+    games = srv.running.games
+    live = games.games[table.game_id]
+    stream = table.spec.watch(0)
+    first = await anext(stream)  # the stream now follows the game
+    assert first
+    assert live.watchers == 1
+    _advance(srv, IDLE + 1)
+    assert games.evict_idle_games() == 0
+    async with live.lock:  # as while a commit is in flight
+        await stream.aclose()  # the server's stream ends when it sees the cancellation
+        for _ in range(500):
+            if not live.watchers:
+                break
+            await asyncio.sleep(0.01)
+        assert live.watchers == 0
+        assert games.evict_idle_games() == 0
+    assert games.evict_idle_games() == 1
+    assert table.game_id not in games.games
+
+
+async def test_a_watcher_that_disconnects_stops_holding_the_game(srv: Served) -> None:
+    """A client that goes away without cancelling (its connection closes) ends the stream on
+    the server too, so the game can leave memory once idle."""
+    table = await new_table(srv.client)
+    live = srv.running.games.games[table.game_id]
+    other = RefereeClient(srv.address)
+    stream = other.session(table.game_id, table.spectator_token).watch(0)
+    assert await anext(stream)
+    assert live.watchers == 1
+    await other.close()  # the connection goes; the stream is not cancelled by the client
+    for _ in range(500):
+        if not live.watchers:
+            break
+        await asyncio.sleep(0.01)
+    assert live.watchers == 0
+    _advance(srv, IDLE + 1)
+    assert srv.running.games.evict_idle_games() == 1
+
+
+async def test_housekeeping_evicts_idle_games_and_recounts_the_gauge(tmp_path: Path) -> None:
+    async with serving(tmp_path, idle_after=IDLE, housekeeping_seconds=0.02) as served:
+        games = served.running.games
+        games.clock = FakeClock(1_800_000_000.0)
+        games.monotonic = FakeClock(5_000.0)
+        tables = [await new_table(served.client) for _ in range(3)]
+        assert _games_active() == 3
+        _advance(served, IDLE / 2)
+        await play_step(tables[0], random.Random(1))
+        _advance(served, IDLE / 2 + 1)  # tables 1 and 2 idle; table 0 played IDLE / 2 + 1 ago
+        for _ in range(500):
+            if _games_active() == 1 and len(games.games) == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert _games_active() == 1
+        assert list(games.games) == [tables[0].game_id]
+
+
+async def test_idle_after_zero_means_games_count_until_they_end(tmp_path: Path) -> None:
+    async with serving(tmp_path, max_games=1, idle_after=0) as served:
+        served.running.games.clock = FakeClock(1_800_000_000.0)
+        served.running.games.monotonic = FakeClock(5_000.0)
+        table = await new_table(served.client)
+        _advance(served, 10 * 365 * 86_400)
+        assert served.running.games.active_since() is None
+        assert served.running.games.evict_idle_games() == 0
+        assert table.game_id in served.running.games.games
+        error = await refused(served.client.create_game("partnership"))
+        assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def _serve_settings(*flags: str) -> Settings:
+    return settings_from(build_parser().parse_args(["serve", *flags]))
+
+
+def test_idle_after_defaults_and_comes_from_a_flag_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ENV_PREFIX + "IDLE_AFTER", raising=False)
+    assert _serve_settings().idle_after == IDLE_AFTER == 86_400.0
+    monkeypatch.setenv(ENV_PREFIX + "IDLE_AFTER", "3600")
+    assert _serve_settings().idle_after == 3600.0
+    assert _serve_settings("--idle-after", "0").idle_after == 0.0
+    assert _serve_settings("--idle-after", "90.5").idle_after == 90.5
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "a day"])
+def test_a_bad_idle_after_is_refused(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _serve_settings("--idle-after", value)
+    assert exit_info.value.code == 2
+    assert "--idle-after: must be a number of seconds from 0 up" in capsys.readouterr().err
