@@ -7,17 +7,20 @@ answers with ``SubmitAction``, exactly as a frontend would.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import random
 import socket
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 import structlog
 from google.protobuf.json_format import MessageToDict
 from grpc_health.v1 import health_pb2_grpc
@@ -123,6 +126,26 @@ async def stream_refused(stream: AsyncIterable[Any]) -> RefereeError:
 
 async def _drain(stream: AsyncIterable[Any]) -> list[Any]:
     return [item async for item in stream]
+
+
+async def log_lines(
+    capfd: pytest.CaptureFixture[str], rpcs: int, within: float = 10.0
+) -> list[dict[str, Any]]:
+    """The JSON log lines written to stderr since the last read, once ``rpcs`` canonical RPC
+    lines (``"event": "rpc"``) are among them (or ``within`` seconds have passed).
+
+    The server writes an RPC's line when its handler ends, and a refusal's status reaches the
+    client from inside the handler (``context.abort``), so a test that reads the log as soon as
+    its last call returns can miss that call's line."""
+    text = ""
+    deadline = time.monotonic() + within
+    while True:
+        text += capfd.readouterr().err
+        lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        logged = sum(1 for line in lines if line.get("event") == "rpc")
+        if logged >= rpcs or time.monotonic() > deadline:
+            return lines
+        await asyncio.sleep(0.01)
 
 
 def plain(message: Any) -> dict[str, Any]:

@@ -24,12 +24,8 @@ from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.server import ObservabilityInterceptor, UtcTimestamp, configure_logging
 from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
-from tests.service_helpers import bearer, health_stub, new_table, refused, serving
+from tests.service_helpers import bearer, health_stub, log_lines, new_table, refused, serving
 from tests.test_store import POSTGRES_URL, new_game, postgres_marks, postgres_schema
-
-
-def _lines(captured: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in captured.splitlines() if line.startswith("{")]
 
 
 def _sample(name: str, **labels: str) -> float:
@@ -50,7 +46,7 @@ async def test_one_canonical_json_line_per_rpc(
         )
         assert error.reason == "NOT_YOUR_TURN"
         await health_stub(srv.client.channel).Check(health_pb2.HealthCheckRequest())
-        lines = _lines(capfd.readouterr().err)
+        lines = await log_lines(capfd, rpcs=2)
     rpcs = [line for line in lines if line.get("event") == "rpc"]
     assert [line["rpc"] for line in rpcs] == ["SubmitAction", "SubmitAction"]  # no health line
     accepted, refusal = rpcs
@@ -205,7 +201,7 @@ async def test_a_server_fault_is_internal_or_unavailable_and_logged(
         # Nothing was applied: the game is where it was, and the same request now succeeds.
         assert (await table.seats[1].view())["version"] == 0
         await table.seats[1].submit({"type": "bid", "amount": 250}, request_id="fault-1")
-        lines = _lines(capfd.readouterr().err)
+        lines = await log_lines(capfd, rpcs=5)
     assert (read.code(), read.details()) == (
         grpc.StatusCode.INTERNAL,
         "internal server error (logged)",
@@ -250,7 +246,7 @@ async def test_a_huge_id_in_a_request_is_cut_on_the_log_line(
                 metadata=bearer("x"),
             )
         )
-        lines = _lines(capfd.readouterr().err)
+        lines = await log_lines(capfd, rpcs=1)
     (line,) = [line for line in lines if line.get("event") == "rpc"]
     assert line["game"].startswith("g" * 200) and line["game"].endswith("(100000 characters)")
     assert len(line["game"]) < 300 and line["request_id"] == "r" * 100

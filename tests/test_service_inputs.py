@@ -8,7 +8,6 @@ Everything goes through a real in-process ``grpc.aio`` server on port 0, as in
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from tests.service_helpers import (
     ADJUDICATOR_TOKEN,
     Served,
     bearer,
+    log_lines,
     new_table,
     refused,
     serving,
@@ -406,9 +406,7 @@ async def test_refused_watch_and_rules_calls_log_outcome_and_code(
         assert missing.code == INVALID and missing.fields == ["game_id"]
         rules = await refused(srv.rules.ScoreMeld(pb.ScoreMeldRequest(hand=["ZZ"], trump="H")))
         assert rules.code == INVALID
-        lines = [
-            json.loads(line) for line in capfd.readouterr().err.splitlines() if line.startswith("{")
-        ]
+        lines = await log_lines(capfd, rpcs=3)
     rpcs = [line for line in lines if line.get("event") == "rpc"]
     assert [line["rpc"] for line in rpcs] == ["WatchGame", "WatchGame", "ScoreMeld"]
     for line, grpc_code in zip(
