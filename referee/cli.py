@@ -116,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--options", default="{}", help="options as a JSON object")
     demo.add_argument("--seed", default="demo")
     demo.add_argument("--address", default=None, help="host:port of a running server")
+    demo.add_argument(
+        "--creator-token",
+        default=os.environ.get("PINOCHLE_REFEREE_CREATOR_TOKEN") or None,
+        help="the running server's creator credential, if it requires one",
+    )
     return parser
 
 
@@ -146,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pinochle_client import RefereeError  # noqa: PLC0415
 
         try:
-            return demo_main(args.variant, options, args.seed, args.address)
+            return demo_main(args.variant, options, args.seed, args.address, args.creator_token)
         except RefereeError as error:  # a refused game (variant, options) or no server there
             print(f"pinochle-referee: demo: {error}", file=sys.stderr)
             return 1

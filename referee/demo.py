@@ -73,9 +73,10 @@ async def play_game(
     options: Mapping[str, object] | None,
     seed: str,
     console: Console,
+    creator_token: str | None = None,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
-    game = await client.create_game(variant, options, seed=seed)
+    game = await client.create_game(variant, options, seed=seed, creator_token=creator_token)
     seats: list[SeatSession] = [client.seat(game.game_id, t) for t in game.seat_tokens]
     console.print(f"[bold]game {game.game_id}[/bold]: {variant}, {len(seats)} seats")
     while True:
@@ -129,14 +130,18 @@ def _print_event(console: Console, seat: int, event: Mapping[str, Any]) -> None:
 
 
 async def run_demo(
-    variant: str, options: Mapping[str, object] | None, seed: str, address: str | None
+    variant: str,
+    options: Mapping[str, object] | None,
+    seed: str,
+    address: str | None,
+    creator_token: str | None = None,
 ) -> int:
     console = Console()
     # The server's per-RPC log lines would drown the game log: show warnings only.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if address is not None:
         async with RefereeClient(address) as client:
-            await play_game(client, variant, options, seed, console)
+            await play_game(client, variant, options, seed, console, creator_token)
         return 0
     from referee.service.server import Settings, start_server  # noqa: PLC0415
 
@@ -151,5 +156,11 @@ async def run_demo(
     return 0
 
 
-def main(variant: str, options: Mapping[str, object] | None, seed: str, address: str | None) -> int:
-    return asyncio.run(run_demo(variant, options, seed, address))
+def main(
+    variant: str,
+    options: Mapping[str, object] | None,
+    seed: str,
+    address: str | None,
+    creator_token: str | None = None,
+) -> int:
+    return asyncio.run(run_demo(variant, options, seed, address, creator_token))

@@ -151,6 +151,7 @@ class GameManager:
         store: GameStore,
         *,
         server_adjudicator_hash: str = "",
+        server_creator_hash: str = "",
         max_active_games: int = 10_000,
         shared_store: bool = False,
         clock: Callable[[], float] = time.time,
@@ -162,6 +163,7 @@ class GameManager:
     ) -> None:
         self.store = store
         self.server_adjudicator_hash = server_adjudicator_hash
+        self.server_creator_hash = server_creator_hash  # "": anyone may create games
         self.max_active_games = max_active_games
         self.shared_store = shared_store  # other replicas may write: refresh before acting
         self.clock = clock  # audit times (wall clock)
@@ -186,6 +188,7 @@ class GameManager:
         players: Sequence[str],
         token: str | None,
     ) -> Created:
+        self._check_creator(token)
         try:
             rules = resolve_options(variant, options, for_game=True)
         except OptionError as error:
@@ -242,6 +245,28 @@ class GameManager:
         # and referee_games_active keeps matching the database.
         await _durably(self.store.create_game(record, [row]), lambda _: self._register(live))
         return Created(game_id, seat_tokens, spectator, adjudicator, state.version)
+
+    def _check_creator(self, token: str | None) -> None:
+        """With a creator credential (``--creator-token``), only its holders and the server's
+        adjudicator may create games; checked before anything in the request is looked at.
+
+        Issue 4 leaves CreateGame open to anyone, which stays the default; but then anyone who
+        can reach the port can fill ``--max-games``. A public deployment puts the credential in
+        its frontend or tournament system, so players reach games only through their tokens.
+        """
+        if not self.server_creator_hash:
+            return
+        if token is None:
+            raise ServiceError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "this server creates games only for the holders of its creator credential:"
+                " send authorization: Bearer <credential>",
+            )
+        if token_hash(token) not in (self.server_creator_hash, self.server_adjudicator_hash):
+            raise ServiceError(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "the credential is not this server's creator or adjudicator credential",
+            )
 
     def _register(self, live: LiveGame) -> None:
         """A new game is durable: hold it in memory and count it."""

@@ -56,6 +56,7 @@ class Settings:
     db_schema: str = ""  # PostgreSQL: the schema the tables live in ("" = the search_path's)
     metrics_port: int = 9464
     adjudicator_token: str = ""
+    creator_token: str = ""  # set: CreateGame needs it (or the adjudicator credential)
     max_games: int = 10_000
     idle_after: float = IDLE_AFTER  # seconds without an accepted action; 0: never idle
     refusal_rate: float = REFUSAL_RATE
@@ -100,6 +101,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--adjudicator-token-file",
         default=env("adjudicator_token_file", ""),
         help="read the adjudicator credential from this file",
+    )
+    parser.add_argument(
+        "--creator-token",
+        default=env("creator_token", ""),
+        help="a credential CreateGame then needs (the adjudicator credential also creates);"
+        " default: anyone may create games",
+    )
+    parser.add_argument(
+        "--creator-token-file",
+        default=env("creator_token_file", ""),
+        help="read the creator credential from this file",
     )
     parser.add_argument(
         "--max-games",
@@ -178,10 +190,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _credential(value: str, file: str) -> str:
+    """A credential from its flag, or from the file its ``-file`` flag names (which wins)."""
+    return Path(file).read_text(encoding="utf-8").strip() if file else value
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
-    token = args.adjudicator_token
-    if args.adjudicator_token_file:
-        token = Path(args.adjudicator_token_file).read_text(encoding="utf-8").strip()
+    token = _credential(args.adjudicator_token, args.adjudicator_token_file)
+    creator = _credential(args.creator_token, args.creator_token_file)
     return Settings(
         host=args.host,
         port=args.port,
@@ -189,6 +205,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         db_schema=args.db_schema,
         metrics_port=args.metrics_port,
         adjudicator_token=token,
+        creator_token=creator,
         max_games=args.max_games,
         idle_after=args.idle_after,
         refusal_rate=args.refusal_rate,
@@ -492,6 +509,7 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
         server_adjudicator_hash=token_hash(settings.adjudicator_token)
         if settings.adjudicator_token
         else "",
+        server_creator_hash=token_hash(settings.creator_token) if settings.creator_token else "",
         max_active_games=settings.max_games,
         idle_after=settings.idle_after,
         refusal_rate=settings.refusal_rate,

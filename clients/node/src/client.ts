@@ -169,8 +169,12 @@ export interface CreateGameOptions {
   /** Deals in the record's `deal` form (needs the server's adjudicator credential). */
   givenDeals?: Record<string, unknown>[];
   players?: string[];
-  /** The server's adjudicator credential (for given deals). */
+  /** The server's adjudicator credential (for given deals; it also creates games on a server
+   * that requires a creator credential). */
   adjudicatorToken?: string;
+  /** The server's creator credential, for a server that requires one (`--creator-token`).
+   * Send this or `adjudicatorToken`, not both. */
+  creatorToken?: string;
 }
 
 export interface CreatedGame {
@@ -597,6 +601,9 @@ export class RefereeClient {
   }
 
   async createGame(request: CreateGameOptions, call: CallOptions = {}): Promise<CreatedGame> {
+    if (request.adjudicatorToken !== undefined && request.creatorToken !== undefined) {
+      throw new TypeError("send one credential: the adjudicator credential also creates games");
+    }
     const message: CreateGameRequest = {
       variant: request.variant,
       firstDealer: request.firstDealer ?? 0,
@@ -609,7 +616,7 @@ export class RefereeClient {
     else message.serverShuffle = {};
     const response = await this.unary<CreateGameResponse__Output>(
       (md, opts, cb) => this.referee.CreateGame(message, md, opts, cb),
-      request.adjudicatorToken,
+      request.adjudicatorToken ?? request.creatorToken,
       call,
     );
     return {

@@ -136,6 +136,46 @@ describe("Node client review", () => {
   // ---------------------------------------------------------------------------------------
   // Deal modes
 
+  test("CreateGame on a server that requires a creator credential", async (t) => {
+    if (!server.started) {
+      t.skip("needs a server this harness starts (REFEREE_ADDRESS is set)");
+      return;
+    }
+    const credential = "node-review-creator-credential";
+    process.env["PINOCHLE_REFEREE_CREATOR_TOKEN"] = credential; // the child inherits it
+    let guarded: RunningServer;
+    try {
+      guarded = await startServer();
+    } finally {
+      delete process.env["PINOCHLE_REFEREE_CREATOR_TOKEN"];
+    }
+    const other = new RefereeClient(guarded.address);
+    try {
+      const missing = await refusal(other.createGame({ variant: "cutthroat" }));
+      assert.equal(missing.codeName, "UNAUTHENTICATED");
+      const wrong = await refusal(other.createGame({ variant: "cutthroat", creatorToken: "guess" }));
+      assert.equal(wrong.codeName, "PERMISSION_DENIED");
+      const game = await other.createGame({ variant: "cutthroat", creatorToken: credential });
+      assert.equal(game.seatTokens.length, 3);
+      const byAdjudicator = await other.createGame({
+        variant: "cutthroat",
+        adjudicatorToken: SERVER_CREDENTIAL,
+      });
+      assert.notEqual(byAdjudicator.gameId, game.gameId);
+      await assert.rejects(
+        other.createGame({
+          variant: "cutthroat",
+          creatorToken: credential,
+          adjudicatorToken: SERVER_CREDENTIAL,
+        }),
+        /send one credential/,
+      );
+    } finally {
+      other.close();
+      await guarded.stop();
+    }
+  });
+
   test("CreateGame: server shuffle, seed and given deals (with the server credential)", async () => {
     const shuffled = await client.createGame({ variant: "partnership" });
     const shuffledView = await client.seat(shuffled.gameId, shuffled.seatTokens[0]!).view();

@@ -165,7 +165,14 @@ class RefereeClient:
         given_deals: Sequence[Mapping[str, object]] | None = None,
         players: Sequence[str] = (),
         adjudicator_token: str | None = None,
+        creator_token: str | None = None,
     ) -> CreatedGame:
+        """Create a game; ``creator_token`` is the server's creator credential, for a server
+        that requires one (``--creator-token``); given deals need the server's
+        ``adjudicator_token``, which also creates games where a creator credential is
+        required. Send one or the other."""
+        if adjudicator_token is not None and creator_token is not None:
+            raise ValueError("send one credential: the adjudicator credential also creates games")
         request = pb.CreateGameRequest(
             variant=variant, first_dealer=first_dealer, player_names=list(players)
         )
@@ -177,7 +184,7 @@ class RefereeClient:
             request.given_deals.deals.extend([dict_to_struct(d) for d in given_deals])
         else:
             request.server_shuffle.SetInParent()
-        metadata = _auth(adjudicator_token)
+        metadata = _auth(adjudicator_token if adjudicator_token is not None else creator_token)
         try:
             response = await self.referee.CreateGame(request, metadata=metadata)
         except grpc.RpcError as error:
