@@ -16,12 +16,17 @@ from prometheus_client import REGISTRY
 
 from referee.audit import audit_record
 from referee.cli import build_parser
-from referee.service.games import IDLE_AFTER
+from referee.service.errors import ServiceError
+from referee.service.games import IDLE_AFTER, GameManager
 from referee.service.server import ENV_PREFIX, Settings, settings_from
+from referee.store.base import AuditRow, Commit
+from referee.store.sqlite import SqliteStore
 from tests.service_helpers import Served, Table, new_table, play, play_step, refused, serving
 
 IDLE = 100.0  # seconds
 CAP = 2
+BID = {"type": "bid", "amount": 250}  # seat 1 opens a partnership auction dealt by seat 0
+PASS = {"type": "pass"}
 QUIET = 0.5  # seconds without a stream message after which a watch has sent all there is
 
 
@@ -84,7 +89,9 @@ async def test_idle_games_stop_counting_against_the_cap(srv: Served) -> None:
     await _cap_refuses(srv)
 
     # An idle game plays on though the cap is full; it then counts again.
+    gauge = _games_active()
     step = await play_step(second, rng)
+    assert _games_active() == (gauge or 0) + 1
     assert step is not None and step.result["version"] == 1
     assert await srv.running.store.count_active_games(srv.running.games.active_since()) == 3
     await _cap_refuses(srv)
@@ -103,13 +110,18 @@ async def test_an_idle_game_leaves_memory_and_plays_on_where_it_was(srv: Served)
     assert table.game_id in games.games
 
     _advance(srv, IDLE - 1)
-    assert games.evict_idle_games() == 0  # used IDLE - 1 seconds ago: kept
+    assert await games.evict_idle_games() == 0  # played IDLE - 1 seconds ago: kept
     _advance(srv, 2)
-    assert games.evict_idle_games() == 1
+    assert await games.evict_idle_games() == 1
     assert table.game_id not in games.games
 
     assert await _everything_seen(table) == before  # rebuilt from the store, the same game
-    assert table.game_id in games.games  # the request brought it back
+    assert table.game_id in games.games  # the requests brought it back
+    # Reads, even a stranger's, do not make it active: it leaves memory again.
+    assert (await refused(table.client.session(table.game_id, "guess").view())).code == (
+        grpc.StatusCode.UNAUTHENTICATED
+    )
+    assert await games.evict_idle_games() == 1
     await play(table, rng, hands=1)  # and it plays on
     verdict = audit_record(await table.adj.export())
     hands = verdict["hands"]
@@ -151,7 +163,7 @@ async def test_a_watched_or_busy_game_stays_in_memory(srv: Served) -> None:
     assert first
     assert live.watchers == 1
     _advance(srv, IDLE + 1)
-    assert games.evict_idle_games() == 0
+    assert await games.evict_idle_games() == 0
     async with live.lock:  # as while a commit is in flight
         await stream.aclose()  # the server's stream ends when it sees the cancellation
         for _ in range(500):
@@ -159,8 +171,11 @@ async def test_a_watched_or_busy_game_stays_in_memory(srv: Served) -> None:
                 break
             await asyncio.sleep(0.01)
         assert live.watchers == 0
-        assert games.evict_idle_games() == 0
-    assert games.evict_idle_games() == 1
+        eviction = asyncio.create_task(games.evict_idle_games())
+        await asyncio.sleep(0.05)
+        assert not eviction.done()  # it waits for the lock
+        assert table.game_id in games.games
+    assert await eviction == 1
     assert table.game_id not in games.games
 
 
@@ -180,7 +195,7 @@ async def test_a_watcher_that_disconnects_stops_holding_the_game(srv: Served) ->
         await asyncio.sleep(0.01)
     assert live.watchers == 0
     _advance(srv, IDLE + 1)
-    assert srv.running.games.evict_idle_games() == 1
+    assert await srv.running.games.evict_idle_games() == 1
 
 
 async def test_housekeeping_evicts_idle_games_and_recounts_the_gauge(tmp_path: Path) -> None:
@@ -208,10 +223,74 @@ async def test_idle_after_zero_means_games_count_until_they_end(tmp_path: Path) 
         table = await new_table(served.client)
         _advance(served, 10 * 365 * 86_400)
         assert served.running.games.active_since() is None
-        assert served.running.games.evict_idle_games() == 0
+        assert await served.running.games.evict_idle_games() == 0
         assert table.game_id in served.running.games.games
         error = await refused(served.client.create_game("partnership"))
         assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_eviction_waits_for_the_requests_queued_on_the_game(tmp_path: Path) -> None:
+    """Review: a request that waits for a game's lock (behind a commit held up by a slow store)
+    while the game becomes idle must not be left with an object that has left memory: its
+    acknowledged action would be missing from the game rebuilt for the next request."""
+    store = SqliteStore(tmp_path / "race.db")
+    await store.open()
+    clock = FakeClock(1_800_000_000.0)
+    games = GameManager(store, idle_after=IDLE, clock=clock)
+    try:
+        created = await games.create(
+            variant="partnership",
+            options=None,
+            first_dealer=0,
+            deal_mode={"mode": "seed", "seed": "race"},
+            players=[],
+            token=None,
+        )
+        game_id, seats = created.game_id, created.seat_tokens
+        held = games.games[game_id]
+        release = asyncio.Event()
+        commit = store.commit
+
+        def slow_commit(work: Commit) -> asyncio.Future[AuditRow]:
+            async def later() -> AuditRow:
+                await release.wait()
+                return await commit(work)
+
+            return asyncio.ensure_future(later())
+
+        store.commit = slow_commit  # type: ignore[method-assign,assignment]
+        first = asyncio.create_task(games.submit(game_id, seats[1], BID, 0, "a"))
+        await asyncio.sleep(0.05)  # its commit is in flight, under the lock
+        second = asyncio.create_task(games.submit(game_id, seats[2], PASS, 1, "b"))
+        await asyncio.sleep(0.05)  # waiting for the lock
+        clock.now += IDLE + 1
+        eviction = asyncio.create_task(games.evict_idle_games())
+        await asyncio.sleep(0.05)
+        assert not eviction.done() and games.games[game_id] is held
+        release.set()
+        assert [(await first).version, (await second).version] == [1, 2]
+        assert await eviction == 0  # the second action, accepted now, woke the game
+        assert games.games[game_id] is held and held.state.version == 2
+
+        # A game that stays idle leaves memory, but only once the requests queued on it are done.
+        release.clear()
+        third = asyncio.create_task(games.submit(game_id, seats[3], PASS, 2, "c"))
+        await asyncio.sleep(0.05)
+        refused_too = asyncio.create_task(games.submit(game_id, seats[0], BID, 3, "d"))
+        await asyncio.sleep(0.05)  # waiting for the lock; it will be refused (a stale version)
+        clock.now += IDLE + 1
+        eviction = asyncio.create_task(games.evict_idle_games())
+        await asyncio.sleep(0.05)
+        release.set()
+        assert (await third).version == 3
+        with pytest.raises(ServiceError):
+            await refused_too
+        assert await eviction == 1  # after both requests (the third was accepted before)
+        assert game_id not in games.games
+        rebuilt, _ = await games.get(game_id, created.adjudicator_token)
+        assert rebuilt is not held and rebuilt.state == held.state
+    finally:
+        await store.close()
 
 
 def _serve_settings(*flags: str) -> Settings:

@@ -35,6 +35,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from psycopg import sql as pgsql
 
+from referee.store import postgres as postgres_store
 from referee.store import sqlite as sqlite_store
 from referee.store.base import (
     ALL_GAMES,
@@ -258,9 +259,11 @@ def make_commit(
 
 
 async def new_game(store: GameStore, game_id: str = "g1", **changes: object) -> GameRecord:
+    """Create a game; returns its record as ``get_game`` reads it back (the store keeps its
+    last activity: its creation, until an action is accepted)."""
     record = game_record(game_id, **changes)
     await store.create_game(record, [deal_row()])
-    return record
+    return dataclasses.replace(record, last_active_at=record.created_at)
 
 
 async def commit_many(store: GameStore, game_id: str, count: int, start: int = 0) -> None:
@@ -613,7 +616,10 @@ async def test_reopen_rebuilds_everything(backend: Backend) -> None:
         reopened = backend.make()
         await reopened.open()
         try:
-            assert await reopened.get_game("g1") == dataclasses.replace(record, version=version)
+            # last active: the last accepted action's audit time (audit_entry's clock)
+            assert await reopened.get_game("g1") == dataclasses.replace(
+                record, version=version, last_active_at=audit_entry(version).time
+            )
             assert await reopened.load_log("g1") == log
             assert await reopened.audit_log("g1") == audit
             assert (await reopened.verify_audit_log("g1")).intact
@@ -1120,6 +1126,70 @@ async def test_postgres_migrates_a_version_1_schema(postgres_url: str) -> None:
             await _assert_last_active_after_migration(reopened)
         finally:
             await reopened.close()
+
+
+async def test_postgres_migration_runs_without_the_session_limits(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: the 1 -> 2 migration rewrites every game in progress and reads the audit log.
+    It ran under the pool's statement and lock timeouts, so on a large store it timed out
+    and the new version could never start; replicas starting meanwhile gave up at the lock."""
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await _games_for_the_last_active_migration(store)
+        await store.close()
+        await postgres_sql(
+            schema,
+            "INSERT INTO audit (game_id, seq, time, role, seat, rpc, action, public_action,"
+            " outcome, code, request_id, version, previous_hash, hash)"
+            " SELECT 'g2', n, 1600000001.0 + n, 'seat', 1, 'SubmitAction', NULL, NULL,"
+            " 'refused', 'X', '', 0, '', '' FROM generate_series(100, 200099) AS n",
+        )
+        await postgres_sql(schema, "ALTER TABLE games DROP COLUMN last_active_at")
+        await postgres_sql(schema, "DELETE FROM schema_migrations WHERE version >= 2")
+        # Limits far below what the migration needs (it takes tens of milliseconds here).
+        monkeypatch.setattr(
+            postgres_store,
+            "SESSION_LIMITS",
+            (("statement_timeout", "1ms"), ("lock_timeout", "1ms")),
+        )
+        replicas = [PostgresStore(POSTGRES_URL, schema=schema) for _ in range(2)]
+        try:
+            await asyncio.gather(*(replica.open() for replica in replicas))
+        finally:
+            for replica in replicas:
+                await replica.close()
+        rows = await pg_rows(schema, "SELECT game_id, last_active_at FROM games ORDER BY 1")
+        assert rows == _LAST_ACTIVE_AFTER_MIGRATION
+
+
+_IDLE_COUNT = "SELECT COUNT(*) FROM games WHERE {over} AND last_active_at >= 5"
+
+
+async def test_sqlite_the_idle_count_has_an_index(tmp_path: Path) -> None:
+    """``count_active_games(active_since)`` runs on every CreateGame: it must not scan."""
+    store = SqliteStore(tmp_path / "plan.db")
+    await store.open()
+    await store.close()
+    conn = sqlite3.connect(tmp_path / "plan.db")
+    try:
+        plan = conn.execute("EXPLAIN QUERY PLAN " + _IDLE_COUNT.format(over="over = 0"))
+        assert "games_active_since" in str(plan.fetchall())
+    finally:
+        conn.close()
+
+
+async def test_postgres_the_idle_count_has_an_index(postgres_url: str) -> None:
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await store.close()
+        async with await psycopg.AsyncConnection.connect(POSTGRES_URL) as conn:
+            await conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
+            await conn.execute("SET enable_seqscan = off")  # the table is empty
+            cursor = await conn.execute("EXPLAIN " + _IDLE_COUNT.format(over="NOT over"))
+            assert "games_active_since" in str(await cursor.fetchall())
 
 
 # -- the audit hash's canonical form ----------------------------------------------------------

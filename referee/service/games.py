@@ -80,10 +80,12 @@ REFUSAL_RATE = 1.0
 # Games that nobody plays must not fill max_active_games for ever (abandoned games would
 # otherwise leave a long-running server unable to start any). A game in progress whose last
 # accepted action (or creation) is older than this many seconds is idle: it no longer counts
-# against the cap or in referee_games_active, and once no request has used it for as long
-# either, it leaves memory. It stays in the store, whole, and plays on as soon as anyone acts
-# (rebuilt from its log, as after a restart). 0: games count until they end. Issue 4 names the
-# cap, not idleness; a day is our choice (README, "Limits").
+# against the cap or in referee_games_active, and it leaves memory (unless a WatchGame stream
+# follows it). It stays in the store, whole, and plays on as soon as anyone acts (rebuilt from
+# its log, as after a restart). Reads do not make a game active: otherwise anyone who knows game
+# ids could keep any number of idle games in memory while the cap lets new ones in. 0: games
+# count until they end. Issue 4 names the cap, not idleness; a day is our choice (README,
+# "Running it").
 IDLE_AFTER = 86_400.0
 
 T = TypeVar("T")
@@ -121,7 +123,9 @@ class LiveGame:
     known_tokens: dict[str, Caller] = field(default_factory=dict)
     # Resolved (and dropped) when the game moves on; created by the first watcher that waits.
     changed: asyncio.Future[None] | None = None
-    last_used: float = 0.0  # monotonic time of the last request that looked it up
+    # The wall-clock time of its last accepted action (its creation before the first), as the
+    # store keeps it: what makes it idle (IDLE_AFTER). Reads do not change it.
+    active_at: float = 0.0
     watchers: int = 0  # WatchGame streams following this object (it must stay in memory)
 
 
@@ -270,7 +274,7 @@ class GameManager:
 
     def _register(self, live: LiveGame) -> None:
         """A new game is durable: hold it in memory and count it."""
-        live.last_used = self.monotonic()
+        live.active_at = live.record.created_at
         self.games[live.record.game_id] = live
         metrics.GAMES_ACTIVE.inc()
 
@@ -339,10 +343,10 @@ class GameManager:
                 state = new_game(rules, record.first_dealer)
                 live = LiveGame(record, rules, state, 0, _deal_source(record.deal_source))
                 await self._catch_up(live)
+                live.active_at = record.last_active_at  # not now: a read does not wake it
                 if live.state.over:
                     self._retire(live)
                 else:
-                    live.last_used = self.monotonic()
                     self.games[game_id] = live
                 return live
         finally:
@@ -357,31 +361,33 @@ class GameManager:
             live = self.finished.get(game_id)
             if live is not None:
                 self.finished.move_to_end(game_id)
-        else:
-            live.last_used = self.monotonic()
         return live
 
-    def evict_idle_games(self) -> int:
-        """Drop from memory the games in progress that no request has used for ``idle_after``
-        seconds; return how many. The store keeps them whole, so the next request rebuilds
-        one from its log (``load``), exactly as after a restart.
+    async def evict_idle_games(self) -> int:
+        """Drop from memory the idle games in progress (``active_since``) that no WatchGame
+        stream follows; return how many. The store keeps them whole, so the next request
+        rebuilds one from its log (``load``), exactly as after a restart.
 
-        Safe to drop: every request looks a game up through ``_cached`` or ``load``, which
-        stamp ``last_used``, and runs for far less than a day, so no request still holds an
-        idle game's object; nor does a watcher (``watchers``) or a commit (the lock, checked
-        anyway). Runs without an await, so no request can look a game up halfway through.
+        Each game is dropped while holding its lock, and checked again then: a commit in flight
+        finishes first, and so does every request already waiting for the lock (asyncio's lock
+        is first come, first served, and a request goes from looking the game up to taking its
+        lock without an await). So no request that changes a game can be left holding an
+        object that has left memory; a read that does only reads a game that did not change.
         """
-        if self.idle_after <= 0:
+        since = self.active_since()
+        if since is None:
             return 0
-        cutoff = self.monotonic() - self.idle_after
-        idle = [
-            game_id
-            for game_id, live in self.games.items()
-            if live.last_used < cutoff and not live.watchers and not live.lock.locked()
-        ]
-        for game_id in idle:
-            del self.games[game_id]
-        return len(idle)
+        evicted = 0
+        for game_id, live in list(self.games.items()):
+            if live.active_at >= since or live.watchers:
+                continue
+            async with live.lock:
+                since = self.active_since()
+                assert since is not None
+                if self.games.get(game_id) is live and live.active_at < since and not live.watchers:
+                    del self.games[game_id]
+                    evicted += 1
+        return evicted
 
     def _retire(self, live: LiveGame) -> None:
         """Move a finished game among the finished ones kept, dropping the least recently used.
@@ -415,6 +421,7 @@ class GameManager:
             live.last_seq = row.seq
         if rows:
             _keep_recent_events(live)
+            live.active_at = self.clock()  # another replica's actions (load sets its own)
             live.state = state
             _announce(live)
             if state.over and self.games.get(live.record.game_id) is live:
@@ -449,7 +456,7 @@ class GameManager:
         log = structlog.get_logger("referee.games")
         while True:
             await asyncio.sleep(every)
-            evicted = self.evict_idle_games()
+            evicted = await self.evict_idle_games()
             if evicted:
                 log.info("idle_games_evicted", games=evicted, held=len(self.games))
             try:
@@ -791,6 +798,9 @@ class GameManager:
         """The accepted action is durable: move the game on in memory and tell its watchers."""
         metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
         metrics.actions(live.rules.variant, accepted.kind, "accepted").inc()
+        since = self.active_since()
+        counted = since is None or live.active_at >= since  # in referee_games_active
+        live.active_at = accepted.commit.audit.time  # as the store now has it
         rows = accepted.commit.rows
         for row in rows:
             if row.kind == "deal":
@@ -803,8 +813,11 @@ class GameManager:
         _keep_recent_events(live)
         _announce(live)
         if new_state.over:
-            metrics.GAMES_ACTIVE.dec()
+            if counted:
+                metrics.GAMES_ACTIVE.dec()
             self._retire(live)
+        elif not counted:
+            metrics.GAMES_ACTIVE.inc()  # an idle game woke up
 
     def _audit_row(
         self,

@@ -64,6 +64,9 @@ class GameRecord:
     created_at: float = 0.0
     version: int = 0
     over: bool = False
+    # The wall-clock time of its last accepted action (its creation before the first), as the
+    # store keeps it (``games.last_active_at``); what makes a game idle (``--idle-after``).
+    last_active_at: float = 0.0
 
 
 # LogRow, AuditRow and Commit are NamedTuples, like the engine's states: every action makes each
@@ -162,9 +165,11 @@ def canonical_json(content: Mapping[str, object]) -> bytes:
 
 
 GENESIS_HASH = "0" * 64
-# The migration that adds ``games.last_active_at`` fills it for existing games with this SQL
-# expression (the same in both stores): the time of the last accepted request in the audit log,
-# or the creation time of a game with none, so games abandoned before the upgrade count as idle.
+# The migration that adds ``games.last_active_at`` fills it for existing games in progress with
+# this SQL expression (the same in both stores): the time of the last accepted request in the
+# audit log, or the creation time of a game with none, so games abandoned before the upgrade
+# count as idle. Finished games never count, so they are left alone (a large store's migration
+# would spend most of its time on them).
 LAST_ACCEPTED_OR_CREATED = (
     "COALESCE((SELECT MAX(time) FROM audit WHERE audit.game_id = games.game_id"
     " AND audit.outcome = 'accepted'), created_at)"

@@ -69,6 +69,7 @@ from referee.store.base import (
 from referee.store.sqlite import (
     _AUDIT_COLUMNS,
     _GAME_COLUMNS,
+    _GAME_READ_COLUMNS,
     _audit_params,
     _audit_row,
     _AuditDraft,
@@ -150,8 +151,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # 1 -> 2: the time of the game's last accepted action (its creation before the first), so
     # that games nobody plays stop counting as active (count_active_games's active_since).
     (
-        "ALTER TABLE games ADD COLUMN last_active_at double precision NOT NULL DEFAULT 0",
-        f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED}",
+        # The default is the time of the insert: during a rolling upgrade, replicas of the
+        # previous version create games without the column, and those are not idle.
+        "ALTER TABLE games ADD COLUMN last_active_at double precision NOT NULL"
+        " DEFAULT extract(epoch FROM now())::double precision",
+        f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED} WHERE NOT over",
         "CREATE INDEX games_active_since ON games (last_active_at) WHERE NOT over",
     ),
 )
@@ -320,9 +324,15 @@ class PostgresStore:
             )
 
     async def _migrate(self, conn: Connection) -> str:
-        """Apply the missing migrations, one transaction each; return the schema's name."""
+        """Apply the missing migrations, one transaction each; return the schema's name.
+
+        Without the session's limits (``SESSION_LIMITS``): a migration may rewrite every game
+        of a large store, and a replica starting meanwhile waits for it at the advisory lock.
+        """
         while True:
             async with conn.transaction():
+                await conn.execute("SET LOCAL statement_timeout = 0")
+                await conn.execute("SET LOCAL lock_timeout = 0")
                 schema = self.schema
                 if schema is None:
                     cursor = await conn.execute("SELECT current_schema()")
@@ -535,7 +545,7 @@ class PostgresStore:
 
         async def query(conn: Connection) -> GameRecord:
             cursor = await conn.execute(
-                f"SELECT {_GAME_COLUMNS} FROM games WHERE game_id = %s",
+                f"SELECT {_GAME_READ_COLUMNS} FROM games WHERE game_id = %s",
                 (game_id,),
             )
             row = await cursor.fetchone()

@@ -142,7 +142,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # that games nobody plays stop counting as active (count_active_games's active_since).
     (
         "ALTER TABLE games ADD COLUMN last_active_at REAL NOT NULL DEFAULT 0",
-        f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED}",
+        f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED} WHERE over = 0",
         "CREATE INDEX IF NOT EXISTS games_active_since ON games (last_active_at) WHERE over = 0",
     ),
 )
@@ -157,6 +157,7 @@ _GAME_COLUMNS = (
     "game_id, variant, options, first_dealer, deal_source, seat_token_hashes,"
     " spectator_token_hash, adjudicator_token_hash, players, created_at, version, over"
 )
+_GAME_READ_COLUMNS = f"{_GAME_COLUMNS}, last_active_at"  # what get_game reads
 _AUDIT_COLUMNS = (
     "seq, time, role, seat, rpc, action, public_action, outcome, code, request_id, version,"
     " previous_hash, hash"
@@ -321,7 +322,7 @@ def _game_record(values: Sequence[Any]) -> GameRecord:
     (gid, variant, options, dealer, source, seats, spectator, adjudicator, players, created) = (
         values[:10]
     )
-    version, over = values[10:12]
+    version, over, last_active_at = values[10:13]
     return GameRecord(
         game_id=gid,
         variant=variant,
@@ -335,6 +336,7 @@ def _game_record(values: Sequence[Any]) -> GameRecord:
         created_at=created,
         version=version,
         over=bool(over),
+        last_active_at=last_active_at,
     )
 
 
@@ -785,7 +787,7 @@ class SqliteStore:
     async def get_game(self, game_id: str) -> GameRecord:
         def query(conn: sqlite3.Connection) -> GameRecord:
             rows = conn.execute(
-                f"SELECT {_GAME_COLUMNS} FROM games WHERE game_id = ?", (game_id,)
+                f"SELECT {_GAME_READ_COLUMNS} FROM games WHERE game_id = ?", (game_id,)
             ).fetchall()
             if not rows:
                 raise UnknownGame(game_id)
