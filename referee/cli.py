@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "verify-deal":
         return _verify_deal(args.commitment, args.salt, args.deal)
     if args.command == "demo":
-        from referee.demo import main as demo_main  # noqa: PLC0415
+        from referee.demo import run_demo  # noqa: PLC0415
 
         try:
             options = json.loads(args.options)
@@ -151,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pinochle_client import RefereeError  # noqa: PLC0415
 
         try:
-            return demo_main(args.variant, options, args.seed, args.address, args.creator_token)
+            return asyncio.run(
+                run_demo(args.variant, options, args.seed, args.address, args.creator_token)
+            )
         except RefereeError as error:  # a refused game (variant, options) or no server there
             print(f"pinochle-referee: demo: {error}", file=sys.stderr)
             return 1

@@ -7,7 +7,6 @@ creates a game, and lets each seat's bot ask ``ListLegalActions`` and submit one
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import tempfile
@@ -154,13 +153,3 @@ async def run_demo(
         finally:
             await running.stop(1.0)
     return 0
-
-
-def main(
-    variant: str,
-    options: Mapping[str, object] | None,
-    seed: str,
-    address: str | None,
-    creator_token: str | None = None,
-) -> int:
-    return asyncio.run(run_demo(variant, options, seed, address, creator_token))

@@ -1025,12 +1025,7 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
     await new_game(store)
     await store.commit(make_commit("g1", 0, with_deal=True))
     await store.close()
-    conn = sqlite3.connect(path)
-    _undo_sqlite_migration_3(conn)
-    conn.execute("ALTER TABLE games DROP COLUMN log_seq")
-    conn.execute("PRAGMA user_version = 1")
-    conn.commit()
-    conn.close()
+    _downgrade_sqlite(path, 1, "ALTER TABLE games DROP COLUMN log_seq")
 
     reopened = SqliteStore(path)
     await reopened.open()
@@ -1047,9 +1042,19 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
         conn.close()
 
 
-def _undo_sqlite_migration_3(conn: sqlite3.Connection) -> None:
-    conn.execute("DROP INDEX games_active_since")
-    conn.execute("ALTER TABLE games DROP COLUMN last_active_at")
+def _downgrade_sqlite(path: Path, version: int, *statements: str) -> None:
+    """Make a current database look like one of schema ``version``: undo migration 3, then
+    run ``statements`` (the undoing of the migrations after ``version``)."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP INDEX games_active_since")
+        conn.execute("ALTER TABLE games DROP COLUMN last_active_at")
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+        conn.commit()
+    finally:
+        conn.close()
 
 
 async def _games_for_the_last_active_migration(store: GameStore) -> None:
@@ -1087,11 +1092,7 @@ async def test_sqlite_migrates_a_version_2_database(tmp_path: Path) -> None:
     await store.open()
     await _games_for_the_last_active_migration(store)
     await store.close()
-    conn = sqlite3.connect(path)
-    _undo_sqlite_migration_3(conn)
-    conn.execute("PRAGMA user_version = 2")
-    conn.commit()
-    conn.close()
+    _downgrade_sqlite(path, 2)
 
     reopened = SqliteStore(path)
     await reopened.open()

@@ -92,27 +92,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=int(env("metrics_port", Settings.metrics_port)),
         help="Prometheus metrics port (0: off)",
     )
-    parser.add_argument(
-        "--adjudicator-token",
-        default=env("adjudicator_token", ""),
-        help="the server's adjudicator credential (reaches every game)",
-    )
-    parser.add_argument(
-        "--adjudicator-token-file",
-        default=env("adjudicator_token_file", ""),
-        help="read the adjudicator credential from this file",
-    )
-    parser.add_argument(
-        "--creator-token",
-        default=env("creator_token", ""),
-        help="a credential CreateGame then needs (the adjudicator credential also creates);"
-        " default: anyone may create games",
-    )
-    parser.add_argument(
-        "--creator-token-file",
-        default=env("creator_token_file", ""),
-        help="read the creator credential from this file",
-    )
+    for name, what in (
+        ("adjudicator", "the server's adjudicator credential (reaches every game)"),
+        (
+            "creator",
+            "a credential CreateGame then needs (the adjudicator credential also creates);"
+            " default: anyone may create games",
+        ),
+    ):
+        parser.add_argument(f"--{name}-token", default=env(f"{name}_token", ""), help=what)
+        parser.add_argument(
+            f"--{name}-token-file",
+            default=env(f"{name}_token_file", ""),
+            help=f"read the {name} credential from this file (it wins over --{name}-token)",
+        )
     parser.add_argument(
         "--max-games",
         type=int,
