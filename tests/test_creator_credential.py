@@ -10,6 +10,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -18,8 +19,22 @@ import structlog
 from pinochle_client import RefereeClient
 
 from referee.cli import build_parser, main
-from referee.service.server import ENV_PREFIX, Settings, settings_from, start_server
-from tests.service_helpers import ADJUDICATOR_TOKEN, SHORT_GAME, Served, refused, serving
+from referee.service.server import (
+    ENV_PREFIX,
+    Settings,
+    configure_logging,
+    settings_from,
+    start_server,
+)
+from referee.store.base import StoreError
+from tests.service_helpers import (
+    ADJUDICATOR_TOKEN,
+    SHORT_GAME,
+    Served,
+    log_lines,
+    refused,
+    serving,
+)
 
 CREATOR = "creator-credential-for-tests"
 
@@ -57,6 +72,8 @@ async def test_creating_needs_the_creator_or_the_adjudicator_credential(srv: Ser
 async def test_the_credential_is_checked_before_the_request(srv: Served) -> None:
     """Without the credential a caller learns nothing about what the server would accept."""
     for call in (
+        srv.client.create_game(""),  # the servicer's own checks come after the credential
+        srv.client.create_game("partnership", seed=""),
         srv.client.create_game("no-such-variant"),
         srv.client.create_game("partnership", {"target": -5}),
         srv.client.create_game("partnership", given_deals=[]),
@@ -93,6 +110,53 @@ async def test_the_client_sends_one_credential() -> None:
             await client.create_game(
                 "partnership", adjudicator_token=ADJUDICATOR_TOKEN, creator_token=CREATOR
             )
+
+
+@pytest.mark.usefixtures("json_logs")
+async def test_a_failed_create_game_does_not_log_the_credential(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Second review: structlog's tracebacks showed each frame's local variables, so a store
+    failure logged the creator credential (``create``'s ``token``) in clear; a SubmitAction
+    failure, the seat's token."""
+    async with serving(tmp_path, creator_token=CREATOR) as srv:
+        configure_logging("json")
+        table = await srv.client.create_game("partnership", creator_token=CREATOR)
+
+        async def store_down(*args: object, **kwargs: object) -> Any:
+            raise StoreError("down")
+
+        capfd.readouterr()
+        monkeypatch.setattr(srv.running.store, "count_active_games", store_down)
+        monkeypatch.setattr(srv.running.store, "commit", store_down)
+        error = await refused(srv.client.create_game("partnership", creator_token=CREATOR))
+        assert error.code == grpc.StatusCode.UNAVAILABLE
+        seat = srv.client.seat(table.game_id, table.seat_tokens[1])
+        assert (await refused(seat.submit({"type": "bid", "amount": 250}))).code == (
+            grpc.StatusCode.UNAVAILABLE
+        )
+        lines = await log_lines(capfd, rpcs=2)
+    failed = [line for line in lines if line.get("event") == "rpc_failed"]
+    assert len(failed) == 2 and all("exception" in line for line in failed)
+    logged = json.dumps(lines)
+    assert "StoreError" in logged  # the traceback is there, without the frames' variables
+    for secret in (CREATOR, *table.seat_tokens, table.adjudicator_token):
+        assert secret not in logged
+
+
+def test_an_empty_or_unreadable_credential_file_stops_the_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Second review: an empty file (a Secret mounted without its key) silently left
+    CreateGame open to anyone; a missing one gave a traceback."""
+    empty = tmp_path / "empty"
+    empty.write_text("\n", encoding="utf-8")
+    for flag in ("--creator-token-file", "--adjudicator-token-file"):
+        for path, says in ((empty, "is empty"), (tmp_path / "missing", "cannot read")):
+            with pytest.raises(SystemExit) as exit_info:
+                _serve_settings(flag, str(path))
+            assert exit_info.value.code == 2
+            assert f"{flag}: " in (err := capsys.readouterr().err) and says in err
 
 
 def _serve_settings(*flags: str) -> Settings:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -17,11 +18,12 @@ from prometheus_client import REGISTRY
 from referee.audit import audit_record
 from referee.cli import build_parser
 from referee.service.errors import ServiceError
-from referee.service.games import IDLE_AFTER, GameManager
+from referee.service.games import IDLE_AFTER, Created, GameManager
 from referee.service.server import ENV_PREFIX, Settings, settings_from
-from referee.store.base import AuditRow, Commit
+from referee.store.postgres import PostgresStore
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import Served, Table, new_table, play, play_step, refused, serving
+from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
 IDLE = 100.0  # seconds
 CAP = 2
@@ -229,7 +231,7 @@ async def test_idle_after_zero_means_games_count_until_they_end(tmp_path: Path) 
         assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-async def test_eviction_waits_for_the_requests_queued_on_the_game(tmp_path: Path) -> None:
+async def test_eviction_passes_over_a_game_that_requests_hold(tmp_path: Path) -> None:
     """Review: a request that waits for a game's lock (behind a commit held up by a slow store)
     while the game becomes idle must not be left with an object that has left memory: its
     acknowledged action would be missing from the game rebuilt for the next request."""
@@ -238,59 +240,203 @@ async def test_eviction_waits_for_the_requests_queued_on_the_game(tmp_path: Path
     clock = FakeClock(1_800_000_000.0)
     games = GameManager(store, idle_after=IDLE, clock=clock)
     try:
-        created = await games.create(
-            variant="partnership",
-            options=None,
-            first_dealer=0,
-            deal_mode={"mode": "seed", "seed": "race"},
-            players=[],
-            token=None,
-        )
+        created = await _race_game(games)
         game_id, seats = created.game_id, created.seat_tokens
         held = games.games[game_id]
-        release = asyncio.Event()
-        commit = store.commit
-
-        def slow_commit(work: Commit) -> asyncio.Future[AuditRow]:
-            async def later() -> AuditRow:
-                await release.wait()
-                return await commit(work)
-
-            return asyncio.ensure_future(later())
-
-        store.commit = slow_commit  # type: ignore[method-assign,assignment]
+        committed = _held_back(store, "commit")
         first = asyncio.create_task(games.submit(game_id, seats[1], BID, 0, "a"))
         await asyncio.sleep(0.05)  # its commit is in flight, under the lock
         second = asyncio.create_task(games.submit(game_id, seats[2], PASS, 1, "b"))
         await asyncio.sleep(0.05)  # waiting for the lock
+        assert held.users == 2
         clock.now += IDLE + 1
         eviction = asyncio.create_task(games.evict_idle_games())
         await asyncio.sleep(0.05)
-        assert not eviction.done() and games.games[game_id] is held
-        release.set()
+        done = eviction.done()  # in use: passed over, not waited for
+        assert done, "the eviction waits for a game that requests hold"
+        assert eviction.result() == 0
+        committed.set()
         assert [(await first).version, (await second).version] == [1, 2]
-        assert await eviction == 0  # the second action, accepted now, woke the game
+        assert held.users == 0
         assert games.games[game_id] is held and held.state.version == 2
-
-        # A game that stays idle leaves memory, but only once the requests queued on it are done.
-        release.clear()
-        third = asyncio.create_task(games.submit(game_id, seats[3], PASS, 2, "c"))
-        await asyncio.sleep(0.05)
-        refused_too = asyncio.create_task(games.submit(game_id, seats[0], BID, 3, "d"))
-        await asyncio.sleep(0.05)  # waiting for the lock; it will be refused (a stale version)
+        # Idle and unused: it leaves memory, and the game rebuilt from the store is the same.
         clock.now += IDLE + 1
-        eviction = asyncio.create_task(games.evict_idle_games())
-        await asyncio.sleep(0.05)
-        release.set()
-        assert (await third).version == 3
-        with pytest.raises(ServiceError):
-            await refused_too
-        assert await eviction == 1  # after both requests (the third was accepted before)
-        assert game_id not in games.games
+        assert await games.evict_idle_games() == 1
         rebuilt, _ = await games.get(game_id, created.adjudicator_token)
         assert rebuilt is not held and rebuilt.state == held.state
     finally:
+        await _closing(store)
+
+
+def _held_back(store: object, name: str) -> asyncio.Event:
+    """Make ``store.<name>`` wait for the returned event before doing its work (released in
+    any case when the test ends: see ``_closing``)."""
+    release = asyncio.Event()
+    _RELEASES.append(release)
+    original: Callable[..., Awaitable[Any]] = getattr(store, name)
+
+    def held(*args: Any) -> asyncio.Future[Any]:
+        async def later() -> Any:
+            await release.wait()
+            return await original(*args)
+
+        return asyncio.ensure_future(later())
+
+    setattr(store, name, held)
+    return release
+
+
+_RELEASES: list[asyncio.Event] = []
+
+
+async def _closing(*stores: SqliteStore | PostgresStore) -> None:
+    """Let every held-back store call go (a failed test must not leave ``close`` waiting for
+    a write that never comes), then close the stores."""
+    for release in _RELEASES:
+        release.set()
+    _RELEASES.clear()
+    await asyncio.sleep(0)
+    for store in stores:
         await store.close()
+
+
+async def _race_game(games: GameManager) -> Created:
+    return await games.create(
+        variant="partnership",
+        options=None,
+        first_dealer=0,
+        deal_mode={"mode": "seed", "seed": "race"},
+        players=[],
+        token=None,
+    )
+
+
+async def test_a_request_that_arrives_while_the_eviction_waits_keeps_the_game(
+    tmp_path: Path,
+) -> None:
+    """Second review: a request that looks the game up while the eviction waits for the lock
+    queues behind it. Dropped then, the game would be rebuilt (by a read) without the action
+    that request then commits; the next seat would be refused STALE_VERSION for good."""
+    store = SqliteStore(tmp_path / "race.db")
+    await store.open()
+    clock = FakeClock(1_800_000_000.0)
+    games = GameManager(store, idle_after=IDLE, clock=clock)
+    try:
+        created = await _race_game(games)
+        game_id, seats, adjudicator = (
+            created.game_id,
+            created.seat_tokens,
+            created.adjudicator_token,
+        )
+        held = games.games[game_id]
+        clock.now += IDLE + 1  # idle
+        refusal_written = _held_back(store, "record_refusal")
+        committed = _held_back(store, "commit")
+        out_of_turn = asyncio.create_task(games.submit(game_id, seats[2], PASS, 0, "x"))
+        await asyncio.sleep(0.05)  # refused; its audit row is being written, under the lock
+        eviction = asyncio.create_task(games.evict_idle_games())
+        await asyncio.sleep(0.05)  # waiting for the lock
+        bid = asyncio.create_task(games.submit(game_id, seats[1], BID, 0, "b"))
+        await asyncio.sleep(0.05)  # waiting for the lock, behind the eviction
+        refusal_written.set()
+        with pytest.raises(ServiceError):
+            await out_of_turn
+        assert await eviction == 0  # the bid holds the game
+        await asyncio.sleep(0.05)
+        assert (await games.get(game_id, adjudicator))[0] is held  # a read meanwhile
+        committed.set()
+        assert (await bid).version == 1
+        assert held.state.version == 1 and games.games[game_id] is held
+        assert (await games.submit(game_id, seats[2], PASS, 1, "next")).version == 2
+    finally:
+        await _closing(store)
+
+
+async def _watch_that_arrives_while_the_eviction_waits(
+    games: GameManager, store: object, act: Callable[[Created], Awaitable[object]]
+) -> list[int]:
+    """The versions of the events a watcher (spectator) sees when it starts while the eviction
+    of its idle game waits for the game's lock, and ``act`` is then played."""
+    created = await _race_game(games)
+    clock = games.clock
+    assert isinstance(clock, FakeClock)
+    clock.now += IDLE + 1
+    refusal_written = _held_back(store, "record_refusal")
+    out_of_turn = asyncio.create_task(
+        games.submit(created.game_id, created.seat_tokens[2], PASS, 0, "x")
+    )
+    await asyncio.sleep(0.1)  # holds the lock
+    eviction = asyncio.create_task(games.evict_idle_games())
+    await asyncio.sleep(0.1)
+    seen: list[int] = []
+
+    async def follow() -> None:
+        async for message in games.watch(created.game_id, created.spectator_token, 0):
+            if message.HasField("event"):
+                seen.append(message.event.version)
+
+    watcher = asyncio.create_task(follow())  # a shared store: load() refreshes under the lock
+    try:
+        await asyncio.sleep(0.1)
+        refusal_written.set()
+        with pytest.raises(ServiceError):
+            await out_of_turn
+        assert await eviction == 0
+        await act(created)
+        for _ in range(300):
+            if 1 in seen:
+                break
+            await asyncio.sleep(0.01)
+        return seen
+    finally:
+        watcher.cancel()
+
+
+async def test_a_watch_that_arrives_while_the_eviction_waits_sees_what_follows(
+    tmp_path: Path,
+) -> None:
+    """Second review, shared store: the watch's refresh queued behind the eviction and then
+    followed the dropped object, so the stream never saw another event."""
+    store = SqliteStore(tmp_path / "race.db")
+    await store.open()
+    games = GameManager(store, idle_after=IDLE, clock=FakeClock(1_800_000_000.0), shared_store=True)
+    try:
+
+        async def bid(created: Created) -> object:
+            return await games.submit(created.game_id, created.seat_tokens[1], BID, 0, "b")
+
+        assert 1 in await _watch_that_arrives_while_the_eviction_waits(games, store, bid)
+    finally:
+        await _closing(store)
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+async def test_postgres_a_watch_that_arrives_while_the_eviction_waits_sees_other_replicas(
+    backend: str,
+) -> None:
+    """The same with two replicas on one PostgreSQL schema, the action played on the other."""
+    del backend
+    with postgres_schema("test_idle") as schema:
+        here, there = (
+            PostgresStore(POSTGRES_URL, schema=schema),
+            PostgresStore(POSTGRES_URL, schema=schema),
+        )
+        await here.open()
+        await there.open()
+        clock = FakeClock(1_800_000_000.0)
+        games = GameManager(here, idle_after=IDLE, clock=clock, shared_store=True)
+        other = GameManager(there, idle_after=IDLE, clock=clock, shared_store=True)
+        following = asyncio.create_task(games.follow_changes())
+        try:
+
+            async def bid_there(created: Created) -> object:
+                return await other.submit(created.game_id, created.seat_tokens[1], BID, 0, "b")
+
+            seen = await _watch_that_arrives_while_the_eviction_waits(games, here, bid_there)
+            assert 1 in seen, seen
+        finally:
+            following.cancel()
+            await _closing(here, there)
 
 
 def _serve_settings(*flags: str) -> Settings:

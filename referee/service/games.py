@@ -127,6 +127,7 @@ class LiveGame:
     # store keeps it: what makes it idle (IDLE_AFTER). Reads do not change it.
     active_at: float = 0.0
     watchers: int = 0  # WatchGame streams following this object (it must stay in memory)
+    users: int = 0  # requests between looking this object up and letting go of its lock
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +193,7 @@ class GameManager:
         players: Sequence[str],
         token: str | None,
     ) -> Created:
-        self._check_creator(token)
+        self.check_creator(token)
         try:
             rules = resolve_options(variant, options, for_game=True)
         except OptionError as error:
@@ -250,9 +251,10 @@ class GameManager:
         await _durably(self.store.create_game(record, [row]), lambda _: self._register(live))
         return Created(game_id, seat_tokens, spectator, adjudicator, state.version)
 
-    def _check_creator(self, token: str | None) -> None:
+    def check_creator(self, token: str | None) -> None:
         """With a creator credential (``--creator-token``), only its holders and the server's
-        adjudicator may create games; checked before anything in the request is looked at.
+        adjudicator may create games. ``create`` checks it; the servicer checks it first, before
+        anything in the request is looked at.
 
         Issue 4 leaves CreateGame open to anyone, which stays the default; but then anyone who
         can reach the port can fill ``--max-games``. A public deployment puts the credential in
@@ -326,8 +328,12 @@ class GameManager:
         live = self._cached(game_id)
         if live is not None:
             if self.shared_store and refresh and not live.state.over:
-                async with live.lock:  # never fold the same rows twice, nor beside a submit
-                    await self._catch_up(live)
+                live.users += 1  # see submit
+                try:
+                    async with live.lock:  # never fold the same rows twice, nor beside a submit
+                        await self._catch_up(live)
+                finally:
+                    live.users -= 1
             return live
         lock = self._loading.setdefault(game_id, asyncio.Lock())
         try:
@@ -368,23 +374,31 @@ class GameManager:
         stream follows; return how many. The store keeps them whole, so the next request
         rebuilds one from its log (``load``), exactly as after a restart.
 
-        Each game is dropped while holding its lock, and checked again then: a commit in flight
-        finishes first, and so does every request already waiting for the lock (asyncio's lock
-        is first come, first served, and a request goes from looking the game up to taking its
-        lock without an await). So no request that changes a game can be left holding an
-        object that has left memory; a read that does only reads a game that did not change.
+        A request that may change a game, or must see its changes, counts itself on the object
+        from the moment it looks it up, before any await: ``users`` until it lets go of the
+        lock (SubmitAction, and a refresh from a shared store), ``watchers`` while a WatchGame
+        streams. A game is dropped only while holding its lock (so a commit in flight finishes
+        first) and when both counts are zero then, with no await between that check and the
+        drop. So no such request can be left holding an object that has left memory, whether
+        it came before the eviction or while the eviction waited for the lock; a read that does
+        hold one only reads a game that no longer changes.
         """
         since = self.active_since()
         if since is None:
             return 0
         evicted = 0
         for game_id, live in list(self.games.items()):
-            if live.active_at >= since or live.watchers:
+            if live.active_at >= since or live.watchers or live.users:
                 continue
             async with live.lock:
                 since = self.active_since()
                 assert since is not None
-                if self.games.get(game_id) is live and live.active_at < since and not live.watchers:
+                if (
+                    self.games.get(game_id) is live
+                    and live.active_at < since
+                    and not live.watchers
+                    and not live.users
+                ):
                     del self.games[game_id]
                     evicted += 1
         return evicted
@@ -573,23 +587,31 @@ class GameManager:
         seat = caller.seat
         # Keyed by seat too, so one seat's request id can never fetch another seat's response.
         key = f"{seat}:{request_id}" if request_id else ""
-        async with live.lock:
-            if self.shared_store:
-                await self._catch_up(live)
-            if key and expected_version != live.state.version:
-                # A retry of an applied request carries the version it was sent at, which is
-                # stale now: only then is the stored response looked up, so the common path
-                # costs no extra read. (A reused id at the current version is refused by the
-                # store's unique key, and looked up then: see _conflicted.)
-                stored = await self._stored_answer(live, seat, key, action_json, expected_version)
-                if stored is not None:
-                    return stored
-            try:
-                accepted = self._accept(live, caller, action_json, expected_version, key)
-            except _Refused as refused:
-                await self._refuse(live, seat, action_json, refused.code, key)
-                raise refused.error from None
-            return await self._commit(live, accepted, key)
+        # Counted from here (no await since the lookup) until the lock is let go: an idle game
+        # is never dropped from memory while a request holds it (evict_idle_games).
+        live.users += 1
+        try:
+            async with live.lock:
+                if self.shared_store:
+                    await self._catch_up(live)
+                if key and expected_version != live.state.version:
+                    # A retry of an applied request carries the version it was sent at, which
+                    # is stale now: only then is the stored response looked up, so the common
+                    # path costs no extra read. (A reused id at the current version is refused
+                    # by the store's unique key, and looked up then: see _conflicted.)
+                    stored = await self._stored_answer(
+                        live, seat, key, action_json, expected_version
+                    )
+                    if stored is not None:
+                        return stored
+                try:
+                    accepted = self._accept(live, caller, action_json, expected_version, key)
+                except _Refused as refused:
+                    await self._refuse(live, seat, action_json, refused.code, key)
+                    raise refused.error from None
+                return await self._commit(live, accepted, key)
+        finally:
+            live.users -= 1
 
     def _spend_refusal_budget(self, game_id: str, refusal: ServiceError) -> None:
         """Let ``refusal`` of a caller without a seat be audited, or refuse it unaudited with

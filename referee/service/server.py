@@ -103,6 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(f"--{name}-token", default=env(f"{name}_token", ""), help=what)
         parser.add_argument(
             f"--{name}-token-file",
+            type=_credential_file,
             default=env(f"{name}_token_file", ""),
             help=f"read the {name} credential from this file (it wins over --{name}-token)",
         )
@@ -183,14 +184,24 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _credential(value: str, file: str) -> str:
-    """A credential from its flag, or from the file its ``-file`` flag names (which wins)."""
-    return Path(file).read_text(encoding="utf-8").strip() if file else value
+def _credential_file(path: str) -> str:
+    """The credential a ``--*-token-file`` names ("" for no file). An empty or unreadable file
+    stops the server from starting: an empty creator credential would silently let anyone
+    create games (a Secret mounted without its key, say)."""
+    if not path:
+        return ""
+    try:
+        credential = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise argparse.ArgumentTypeError(f"cannot read {path}: {error}") from None
+    if not credential:
+        raise argparse.ArgumentTypeError(f"{path} is empty")
+    return credential
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    token = _credential(args.adjudicator_token, args.adjudicator_token_file)
-    creator = _credential(args.creator_token, args.creator_token_file)
+    token = args.adjudicator_token_file or args.adjudicator_token  # the file's content wins
+    creator = args.creator_token_file or args.creator_token
     return Settings(
         host=args.host,
         port=args.port,
@@ -217,12 +228,19 @@ def configure_logging(log_format: str = "auto") -> None:
 
     JSON lines are rendered by orjson straight to bytes (structlog's recipe for speed): the
     canonical line is written for every game RPC, and json.dumps cost about 25 us of it.
+
+    Tracebacks never show the frames' local variables (structlog shows them by default): a
+    failing request's frames hold its bearer token, a seat's token or the server's creator or
+    adjudicator credential, and logs are read by more people than the credentials are.
     """
     console = log_format == "console" or (log_format == "auto" and sys.stderr.isatty())
     shared: list[Any] = [structlog.processors.add_log_level, UtcTimestamp()]
     if console:
+        renderer = structlog.dev.ConsoleRenderer(
+            exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False)
+        )
         structlog.configure(
-            processors=[*shared, structlog.dev.ConsoleRenderer()],
+            processors=[*shared, renderer],
             wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
             logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
             cache_logger_on_first_use=True,
@@ -231,7 +249,9 @@ def configure_logging(log_format: str = "auto") -> None:
     structlog.configure(
         processors=[
             *shared,
-            structlog.processors.dict_tracebacks,
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            ),
             structlog.processors.JSONRenderer(serializer=_orjson_line),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
@@ -570,6 +590,7 @@ async def serve(settings: Settings) -> None:
         db=settings.db if "://" not in settings.db else settings.db.split("@")[-1],
         metrics_port=settings.metrics_port,
         tls=bool(settings.tls_cert),
+        games_created_by="creator credential" if settings.creator_token else "anyone",
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

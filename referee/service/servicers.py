@@ -71,6 +71,8 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         request: pb.CreateGameRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.CreateGameResponse:
+        token = _token(context)
+        self.games.check_creator(token)  # before the request is looked at (a creator credential)
         if not request.variant:
             raise invalid("variant is required", "variant")
         mode = request.WhichOneof("deal_mode")
@@ -94,7 +96,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
             first_dealer=request.first_dealer,
             deal_mode=deal_mode,
             players=list(request.player_names),
-            token=_token(context),
+            token=token,
         )
         annotate(game=created.game_id, outcome="created")
         return pb.CreateGameResponse(

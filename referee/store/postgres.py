@@ -150,11 +150,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # 1 -> 2: the time of the game's last accepted action (its creation before the first), so
     # that games nobody plays stop counting as active (count_active_games's active_since).
+    # Alone in its transaction, which holds the table's exclusive lock: adding a column with a
+    # default that is not volatile changes no row (PostgreSQL 11+), so it takes no time. The
+    # default is the time of the insert: during a rolling upgrade, replicas of the previous
+    # version create games without the column, and those are not idle.
     (
-        # The default is the time of the insert: during a rolling upgrade, replicas of the
-        # previous version create games without the column, and those are not idle.
         "ALTER TABLE games ADD COLUMN last_active_at double precision NOT NULL"
         " DEFAULT extract(epoch FROM now())::double precision",
+    ),
+    # 2 -> 3: fill it for the games in progress from their audit logs, and index it. This
+    # transaction locks only those rows (and blocks writes to the table while the index is
+    # built), so replicas of the previous version keep serving the other games meanwhile.
+    (
         f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED} WHERE NOT over",
         "CREATE INDEX games_active_since ON games (last_active_at) WHERE NOT over",
     ),
