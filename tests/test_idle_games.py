@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -231,41 +232,55 @@ async def test_idle_after_zero_means_games_count_until_they_end(tmp_path: Path) 
         assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
 
 
-async def test_eviction_passes_over_a_game_that_requests_hold(tmp_path: Path) -> None:
-    """Review: a request that waits for a game's lock (behind a commit held up by a slow store)
-    while the game becomes idle must not be left with an object that has left memory: its
-    acknowledged action would be missing from the game rebuilt for the next request."""
+@dataclass
+class Race:
+    """A manager on its own SQLite store, with a clock the test moves (no server around it)."""
+
+    store: SqliteStore
+    clock: FakeClock
+    games: GameManager
+
+
+@pytest_asyncio.fixture
+async def race(tmp_path: Path) -> AsyncIterator[Race]:
     store = SqliteStore(tmp_path / "race.db")
     await store.open()
     clock = FakeClock(1_800_000_000.0)
-    games = GameManager(store, idle_after=IDLE, clock=clock)
     try:
-        created = await _race_game(games)
-        game_id, seats = created.game_id, created.seat_tokens
-        held = games.games[game_id]
-        committed = _held_back(store, "commit")
-        first = asyncio.create_task(games.submit(game_id, seats[1], BID, 0, "a"))
-        await asyncio.sleep(0.05)  # its commit is in flight, under the lock
-        second = asyncio.create_task(games.submit(game_id, seats[2], PASS, 1, "b"))
-        await asyncio.sleep(0.05)  # waiting for the lock
-        assert held.users == 2
-        clock.now += IDLE + 1
-        eviction = asyncio.create_task(games.evict_idle_games())
-        await asyncio.sleep(0.05)
-        done = eviction.done()  # in use: passed over, not waited for
-        assert done, "the eviction waits for a game that requests hold"
-        assert eviction.result() == 0
-        committed.set()
-        assert [(await first).version, (await second).version] == [1, 2]
-        assert held.users == 0
-        assert games.games[game_id] is held and held.state.version == 2
-        # Idle and unused: it leaves memory, and the game rebuilt from the store is the same.
-        clock.now += IDLE + 1
-        assert await games.evict_idle_games() == 1
-        rebuilt, _ = await games.get(game_id, created.adjudicator_token)
-        assert rebuilt is not held and rebuilt.state == held.state
+        yield Race(store, clock, GameManager(store, idle_after=IDLE, clock=clock))
     finally:
         await _closing(store)
+
+
+async def test_eviction_passes_over_a_game_that_requests_hold(race: Race) -> None:
+    """Review: a request that waits for a game's lock (behind a commit held up by a slow store)
+    while the game becomes idle must not be left with an object that has left memory: its
+    acknowledged action would be missing from the game rebuilt for the next request."""
+    store, clock, games = race.store, race.clock, race.games
+    created = await _race_game(games)
+    game_id, seats = created.game_id, created.seat_tokens
+    held = games.games[game_id]
+    committed = _held_back(store, "commit")
+    first = asyncio.create_task(games.submit(game_id, seats[1], BID, 0, "a"))
+    await asyncio.sleep(0.05)  # its commit is in flight, under the lock
+    second = asyncio.create_task(games.submit(game_id, seats[2], PASS, 1, "b"))
+    await asyncio.sleep(0.05)  # waiting for the lock
+    assert held.users == 2
+    clock.now += IDLE + 1
+    eviction = asyncio.create_task(games.evict_idle_games())
+    await asyncio.sleep(0.05)
+    done = eviction.done()  # in use: passed over, not waited for
+    assert done, "the eviction waits for a game that requests hold"
+    assert eviction.result() == 0
+    committed.set()
+    assert [(await first).version, (await second).version] == [1, 2]
+    assert held.users == 0
+    assert games.games[game_id] is held and held.state.version == 2
+    # Idle and unused: it leaves memory, and the game rebuilt from the store is the same.
+    clock.now += IDLE + 1
+    assert await games.evict_idle_games() == 1
+    rebuilt, _ = await games.get(game_id, created.adjudicator_token)
+    assert rebuilt is not held and rebuilt.state == held.state
 
 
 def _held_back(store: object, name: str) -> asyncio.Event:
@@ -312,44 +327,38 @@ async def _race_game(games: GameManager) -> Created:
 
 
 async def test_a_request_that_arrives_while_the_eviction_waits_keeps_the_game(
-    tmp_path: Path,
+    race: Race,
 ) -> None:
     """Second review: a request that looks the game up while the eviction waits for the lock
     queues behind it. Dropped then, the game would be rebuilt (by a read) without the action
     that request then commits; the next seat would be refused STALE_VERSION for good."""
-    store = SqliteStore(tmp_path / "race.db")
-    await store.open()
-    clock = FakeClock(1_800_000_000.0)
-    games = GameManager(store, idle_after=IDLE, clock=clock)
-    try:
-        created = await _race_game(games)
-        game_id, seats, adjudicator = (
-            created.game_id,
-            created.seat_tokens,
-            created.adjudicator_token,
-        )
-        held = games.games[game_id]
-        clock.now += IDLE + 1  # idle
-        refusal_written = _held_back(store, "record_refusal")
-        committed = _held_back(store, "commit")
-        out_of_turn = asyncio.create_task(games.submit(game_id, seats[2], PASS, 0, "x"))
-        await asyncio.sleep(0.05)  # refused; its audit row is being written, under the lock
-        eviction = asyncio.create_task(games.evict_idle_games())
-        await asyncio.sleep(0.05)  # waiting for the lock
-        bid = asyncio.create_task(games.submit(game_id, seats[1], BID, 0, "b"))
-        await asyncio.sleep(0.05)  # waiting for the lock, behind the eviction
-        refusal_written.set()
-        with pytest.raises(ServiceError):
-            await out_of_turn
-        assert await eviction == 0  # the bid holds the game
-        await asyncio.sleep(0.05)
-        assert (await games.get(game_id, adjudicator))[0] is held  # a read meanwhile
-        committed.set()
-        assert (await bid).version == 1
-        assert held.state.version == 1 and games.games[game_id] is held
-        assert (await games.submit(game_id, seats[2], PASS, 1, "next")).version == 2
-    finally:
-        await _closing(store)
+    store, clock, games = race.store, race.clock, race.games
+    created = await _race_game(games)
+    game_id, seats, adjudicator = (
+        created.game_id,
+        created.seat_tokens,
+        created.adjudicator_token,
+    )
+    held = games.games[game_id]
+    clock.now += IDLE + 1  # idle
+    refusal_written = _held_back(store, "record_refusal")
+    committed = _held_back(store, "commit")
+    out_of_turn = asyncio.create_task(games.submit(game_id, seats[2], PASS, 0, "x"))
+    await asyncio.sleep(0.05)  # refused; its audit row is being written, under the lock
+    eviction = asyncio.create_task(games.evict_idle_games())
+    await asyncio.sleep(0.05)  # waiting for the lock
+    bid = asyncio.create_task(games.submit(game_id, seats[1], BID, 0, "b"))
+    await asyncio.sleep(0.05)  # waiting for the lock, behind the eviction
+    refusal_written.set()
+    with pytest.raises(ServiceError):
+        await out_of_turn
+    assert await eviction == 0  # the bid holds the game
+    await asyncio.sleep(0.05)
+    assert (await games.get(game_id, adjudicator))[0] is held  # a read meanwhile
+    committed.set()
+    assert (await bid).version == 1
+    assert held.state.version == 1 and games.games[game_id] is held
+    assert (await games.submit(game_id, seats[2], PASS, 1, "next")).version == 2
 
 
 async def _watch_that_arrives_while_the_eviction_waits(
