@@ -164,24 +164,23 @@ def _at_least_one(text: str) -> int:
     return value
 
 
-def _refill_rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not MIN_RATE <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number from {MIN_RATE} up, not {text!r}")
-    return value
+def _finite_from(low: float, what: str) -> Callable[[str], float]:
+    """An argparse type: a finite number of at least ``low``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not low <= value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be {what} from {low:g} up, not {text!r}")
+        return value
+
+    return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds from 0 up, not {text!r}")
-    return value
+_refill_rate = _finite_from(MIN_RATE, "a number")
+_seconds = _finite_from(0.0, "a number of seconds")
 
 
 def _credential_file(path: str) -> str:
