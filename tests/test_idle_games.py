@@ -91,12 +91,13 @@ async def test_idle_games_stop_counting_against_the_cap(srv: Served) -> None:
     _advance(srv, 1)  # first still active (IDLE / 2 + 2 ago)
     await _cap_refuses(srv)
 
-    # An idle game plays on though the cap is full; it then counts again.
-    gauge = _games_active()
+    # An idle game plays on though the cap is full; it then counts again. (No recount has run
+    # since it went idle, so the gauge still held it: it is not added twice.)
+    assert _games_active() == 3
     step = await play_step(second, rng)
-    assert _games_active() == (gauge or 0) + 1
     assert step is not None and step.result["version"] == 1
     assert await srv.running.store.count_active_games(srv.running.games.active_since()) == 3
+    assert _games_active() == 3
     await _cap_refuses(srv)
     _advance(srv, IDLE + 1)  # all three idle
     fourth = await new_table(srv.client)
@@ -217,6 +218,41 @@ async def test_housekeeping_evicts_idle_games_and_recounts_the_gauge(tmp_path: P
             await asyncio.sleep(0.01)
         assert _games_active() == 1
         assert list(games.games) == [tables[0].game_id]
+
+
+async def test_the_gauge_counts_each_game_once_between_recounts(srv: Served) -> None:
+    """The gauge is exact at a recount and moved by creations, ends and wakings in between,
+    each judged against the recount's threshold: a game that went idle after the last
+    recount is still in the gauge, so waking it adds nothing and ending it takes it out."""
+    games = srv.running.games
+    rng = random.Random(5)
+    woken = await new_table(srv.client, "partnership", seed="woken")
+    await games.recount_active_games()
+    assert _games_active() == 1
+    _advance(srv, IDLE + 1)  # idle now, but the gauge was counted before
+    ended = await new_table(srv.client, "partnership", {"target": 1}, seed="ended")
+    assert _games_active() == 2  # counted on creation
+    await play_step(woken, rng)  # wakes: already in the gauge
+    assert _games_active() == 2
+    actions = 0
+    while True:  # every action of this game, its last too, comes when it is idle
+        _advance(srv, IDLE + 1)
+        step = await play_step(ended, rng)
+        if step is None:
+            break
+        actions += 1
+        if (await ended.adj.view())["over"]:
+            break
+        assert _games_active() == 2
+    assert actions > 1  # a whole hand
+    assert _games_active() == 1  # ended: out of the gauge, once
+    assert await srv.running.store.count_active_games(games.active_since()) == 0
+    await games.recount_active_games()
+    assert _games_active() == 0  # woken went idle again
+    await play_step(woken, rng)  # wakes after a recount that left it out: counted again
+    assert _games_active() == 1
+    await games.recount_active_games()
+    assert _games_active() == 1
 
 
 async def test_idle_after_zero_means_games_count_until_they_end(tmp_path: Path) -> None:

@@ -175,6 +175,10 @@ class GameManager:
         self.monotonic = monotonic  # rate limits
         self.refusal_budgets = RefusalBudgets(refusal_rate, refusal_burst)
         self.idle_after = idle_after
+        # The idle threshold of the last recount of referee_games_active (recount_active_games):
+        # the gauge counts the games active since then, plus those created or woken after it.
+        # None: every game in progress is counted (no recount yet, or games never go idle).
+        self.counted_since: float | None = None
         self.games: dict[str, LiveGame] = {}  # games in progress
         self.finished: OrderedDict[str, LiveGame] = OrderedDict()  # least recently used first
         self.finished_kept = finished_kept
@@ -474,9 +478,23 @@ class GameManager:
             if evicted:
                 log.info("idle_games_evicted", games=evicted, held=len(self.games))
             try:
-                metrics.GAMES_ACTIVE.set(await self.store.count_active_games(self.active_since()))
+                await self.recount_active_games()
             except Exception:
                 log.warning("active_games_recount_failed", exc_info=True)
+
+    async def recount_active_games(self) -> None:
+        """Set ``referee_games_active`` from the store's count of the games active now.
+
+        Between recounts the gauge is moved by creations, ends and wakings, each judged against
+        this recount's threshold (``counted_since``), not the current one: a game that went idle
+        since the recount is still in the gauge, so it must not be added again when it wakes,
+        and must be taken out when it ends. Judged against the current threshold, such a game
+        was counted twice, or its end was never subtracted, until the next recount.
+        """
+        since = self.active_since()
+        count = await self.store.count_active_games(since)
+        self.counted_since = since
+        metrics.GAMES_ACTIVE.set(count)
 
     # ----------------------------------------------------------------------------------------
     # Who is calling
@@ -820,7 +838,7 @@ class GameManager:
         """The accepted action is durable: move the game on in memory and tell its watchers."""
         metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
         metrics.actions(live.rules.variant, accepted.kind, "accepted").inc()
-        since = self.active_since()
+        since = self.counted_since
         counted = since is None or live.active_at >= since  # in referee_games_active
         live.active_at = accepted.commit.audit.time  # as the store now has it
         rows = accepted.commit.rows

@@ -528,7 +528,7 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
         refusal_burst=settings.refusal_burst,
         shared_store=settings.db.startswith(("postgresql://", "postgres://")),
     )
-    metrics.GAMES_ACTIVE.set(await store.count_active_games(games.active_since()))
+    await games.recount_active_games()
     server = grpc.aio.server(
         interceptors=[ObservabilityInterceptor()],
         options=[
