@@ -348,80 +348,80 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         _, _, path = method.partition("/")
         service, _, name = path.partition("/")
         if handler.unary_unary is not None:
-            inner = handler.unary_unary
-
-            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:  # type: ignore[type-arg]
-                line = logline.begin(rpc=name)
-                started = time.perf_counter()
-                ending = "OK"
-                try:
-                    if isinstance(request, _Undecodable):
-                        await _refuse_undecodable(request, context)
-                    return await inner(request, context)
-                except asyncio.CancelledError:
-                    ending = "CANCELLED"
-                    raise
-                except Exception as error:
-                    ending = "FAILED"
-                    await self._refuse_or_fail(error, context)
-                    raise
-                finally:
-                    self._close(service, name, context, line, started, ending)
-
             return grpc.unary_unary_rpc_method_handler(
-                unary,
+                self._called(service, name, handler.unary_unary),
                 request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
-            inner_stream = handler.unary_stream
-
-            async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # type: ignore[type-arg]
-                line = logline.begin(rpc=name)
-                started = time.perf_counter()
-                ending = "OK"
-                try:
-                    if isinstance(request, _Undecodable):
-                        await _refuse_undecodable(request, context)
-                    async for item in inner_stream(request, context):
-                        yield item
-                except asyncio.CancelledError:
-                    ending = "CANCELLED"
-                    raise
-                except Exception as error:
-                    ending = "FAILED"
-                    await self._refuse_or_fail(error, context)
-                    raise
-                finally:
-                    self._close(service, name, context, line, started, ending)
-
-            async def written(request: Any, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
-                line = logline.begin(rpc=name)
-                started = time.perf_counter()
-                ending = "OK"
-                try:
-                    if isinstance(request, _Undecodable):
-                        await _refuse_undecodable(request, context)
-                    await inner_stream(request, context)
-                except asyncio.CancelledError:
-                    ending = "CANCELLED"
-                    raise
-                except Exception as error:
-                    ending = "FAILED"
-                    await self._refuse_or_fail(error, context)
-                    raise
-                finally:
-                    self._close(service, name, context, line, started, ending)
-
+            inner = handler.unary_stream
             # Issue 4 (gRPC health): a handler that sends with ``context.write`` (the health
             # service's Watch) is a coroutine, not an async generator; wrapping it in
             # ``async for`` failed every health Watch with UNKNOWN.
             return grpc.unary_stream_rpc_method_handler(
-                stream if inspect.isasyncgenfunction(inner_stream) else written,
+                self._streamed(service, name, inner)
+                if inspect.isasyncgenfunction(inner)
+                else self._called(service, name, inner),
                 request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler
+
+    def _called(
+        self, service: str, name: str, inner: Callable[..., Awaitable[Any]]
+    ) -> Callable[..., Awaitable[Any]]:
+        """A coroutine handler (a unary call, or a stream sent with ``context.write``) wrapped.
+
+        The same body as ``_streamed``'s but for how ``inner`` is run: Python cannot share it
+        between a coroutine and an async generator without a context manager, which every
+        call would pay for.
+        """
+
+        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:  # type: ignore[type-arg]
+            line = logline.begin(rpc=name)
+            started = time.perf_counter()
+            ending = "OK"
+            try:
+                if isinstance(request, _Undecodable):
+                    await _refuse_undecodable(request, context)
+                return await inner(request, context)
+            except asyncio.CancelledError:
+                ending = "CANCELLED"
+                raise
+            except Exception as error:
+                ending = "FAILED"
+                await self._refuse_or_fail(error, context)
+                raise
+            finally:
+                self._close(service, name, context, line, started, ending)
+
+        return call
+
+    def _streamed(
+        self, service: str, name: str, inner: Callable[..., AsyncIterator[Any]]
+    ) -> Callable[..., AsyncIterator[Any]]:
+        """An async-generator stream handler wrapped (see ``_called``)."""
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # type: ignore[type-arg]
+            line = logline.begin(rpc=name)
+            started = time.perf_counter()
+            ending = "OK"
+            try:
+                if isinstance(request, _Undecodable):
+                    await _refuse_undecodable(request, context)
+                async for item in inner(request, context):
+                    yield item
+            except asyncio.CancelledError:
+                ending = "CANCELLED"
+                raise
+            except Exception as error:
+                ending = "FAILED"
+                await self._refuse_or_fail(error, context)
+                raise
+            finally:
+                self._close(service, name, context, line, started, ending)
+
+        return stream
 
     async def _refuse_or_fail(self, error: Exception, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
         """Turn what a handler raised into a status a client can act on, never ``UNKNOWN``.
