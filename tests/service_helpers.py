@@ -47,7 +47,12 @@ CLIENT_MISTAKE_CODES = frozenset(
 
 
 def quiet_logs() -> None:
-    """The server logs one line per RPC; tests only want warnings."""
+    """The server logs one line per RPC; tests only want warnings.
+
+    structlog's defaults first: a test that configured JSON logs under ``capfd`` left them
+    writing to that test's capture file, closed since, and a later server's error line would
+    then fail its request with ``ValueError: I/O operation on closed file``."""
+    structlog.reset_defaults()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
 
 

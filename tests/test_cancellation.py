@@ -25,8 +25,17 @@ import pytest_asyncio
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.errors import ServiceError
 from referee.service.games import GameManager
+from referee.service.server import configure_logging
 from referee.store.base import AuditRow, Commit
-from tests.service_helpers import Served, Table, bearer, new_table, raw_action, serving
+from tests.service_helpers import (
+    Served,
+    Table,
+    bearer,
+    log_lines,
+    new_table,
+    raw_action,
+    serving,
+)
 
 BID = {"type": "bid", "amount": 250}  # seat 1 opens the auction at version 0
 PASS = {"type": "pass"}
@@ -74,6 +83,23 @@ async def accepted_ids(table: Table) -> list[str]:
     ]
 
 
+async def rpc_line(capfd: pytest.CaptureFixture[str], **fields: object) -> dict[str, Any]:
+    """The canonical log line of the call whose line has ``fields`` (waited for, bounded)."""
+    lines: list[dict[str, Any]] = []
+    for _ in range(int(BOUND / 0.05)):
+        lines += await log_lines(capfd, rpcs=0)
+        found = [
+            line
+            for line in lines
+            if line.get("event") == "rpc" and all(line.get(k) == v for k, v in fields.items())
+        ]
+        if found:
+            (line,) = found
+            return line
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no log line with {fields}")
+
+
 async def next_event(stream: AsyncIterator[dict[str, Any]], version: int) -> dict[str, Any]:
     """The first event of ``version`` on a watch stream (events of earlier versions skipped)."""
 
@@ -87,13 +113,16 @@ async def next_event(stream: AsyncIterator[dict[str, Any]], version: int) -> dic
     return await asyncio.wait_for(find(), BOUND)
 
 
+@pytest.mark.usefixtures("json_logs")  # configured below, after serving() quieted the logs
 @pytest.mark.parametrize("held", ["before", "after"])
 async def test_a_commit_under_way_when_the_deadline_expires_is_finished(
-    srv: Served, monkeypatch: pytest.MonkeyPatch, held: str
+    srv: Served, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], held: str
 ) -> None:
     """The store's commit is held either before it reaches the store or after it is durable;
     the client's deadline expires meanwhile. The server finishes the commit and its in-memory
-    update, and keeps the game locked until then."""
+    update, and keeps the game locked until then; the call's log line says the action was
+    accepted though its caller had gone."""
+    configure_logging("json")
     table = await new_table(srv.client, "partnership", seed="cancel")
     watch = table.adj.watch(0)
     assert (await next_event(watch, 0))["kind"]  # the stream is up before the action
@@ -124,6 +153,9 @@ async def test_a_commit_under_way_when_the_deadline_expires_is_finished(
     monkeypatch.undo()
 
     assert (await follower).version == 2
+    line = await rpc_line(capfd, rpc="SubmitAction", request_id="bid-1")
+    assert line["grpc_code"] == "CANCELLED" and line["game"] == table.game_id
+    assert (line["outcome"], line["version"], line["seat"]) == ("accepted", 1, 1)
     assert (await table.adj.view())["version"] == 2
     assert (await next_event(watch, 1))["kind"] == "call"  # watchers were told
     # The retry, still at version 0, gets the stored response; the bid is not applied again.
@@ -213,11 +245,14 @@ async def test_a_conflict_found_after_the_caller_left_is_still_audited(
     assert await table.adj.verify_audit_log()
 
 
+@pytest.mark.usefixtures("json_logs")
 async def test_a_create_game_cancelled_during_its_write_is_still_registered(
-    srv: Served, monkeypatch: pytest.MonkeyPatch
+    srv: Served, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """CreateGame's deadline expires while the store writes the game: the game is durable, so
-    the server registers it and counts it active, as the database does."""
+    the server registers it and counts it active, as the database does, and the call's log
+    line names it."""
+    configure_logging("json")
     games = srv.running.games
     store = games.store
     original = store.create_game
@@ -242,4 +277,6 @@ async def test_a_create_game_cancelled_during_its_write_is_still_registered(
         await asyncio.sleep(0.05)
     (created,) = set(games.games) - before
     assert created in await store.list_games(active_only=True)
+    line = await rpc_line(capfd, rpc="CreateGame")
+    assert (line["grpc_code"], line["outcome"], line["game"]) == ("CANCELLED", "created", created)
     assert len(games.games) == await store.count_active_games()

@@ -253,6 +253,44 @@ async def test_a_huge_id_in_a_request_is_cut_on_the_log_line(
     assert line["outcome"] == "refused"
 
 
+async def test_every_call_about_a_game_names_it_on_its_log_line_even_when_refused(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Token guessing and lookups of unknown games must say which game they were about."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client)
+        configure_logging("json")
+        capfd.readouterr()
+        for game_id in (table.game_id, "no-such-game"):
+            stranger = srv.client.seat(game_id, "guess")
+            calls = [
+                stranger.view(),
+                stranger.legal_actions(),
+                stranger.submit({"type": "pass"}),
+                stranger.audit_log(),
+                stranger.verify_audit_log(),
+                stranger.export(),
+                anext(stranger.watch(0)),
+            ]
+            for call in calls:
+                await refused(call)
+        lines = await log_lines(capfd, rpcs=14)
+    rpc_lines = [line for line in lines if line.get("event") == "rpc"]
+    assert len(rpc_lines) == 14
+    assert {line["rpc"] for line in rpc_lines} == {
+        "GetGame",
+        "ListLegalActions",
+        "SubmitAction",
+        "GetAuditLog",
+        "VerifyAuditLog",
+        "ExportGame",
+        "WatchGame",
+    }
+    assert [line["game"] for line in rpc_lines] == [table.game_id] * 7 + ["no-such-game"] * 7
+    assert {line["grpc_code"] for line in rpc_lines[:7]} == {"UNAUTHENTICATED"}
+    assert {line["grpc_code"] for line in rpc_lines[7:]} == {"NOT_FOUND"}
+
+
 def test_the_log_timestamp_is_iso_utc_to_the_microsecond(monkeypatch: pytest.MonkeyPatch) -> None:
     """The canonical line's timestamp, with the date and time of day cached per second: the
     same instant as the clock, in the format structlog's ISO stamper writes, across seconds."""

@@ -282,6 +282,9 @@ class GameManager:
         """A new game is durable: hold it in memory and count it."""
         live.active_at = live.record.created_at
         self.games[live.record.game_id] = live
+        # Here, not in the servicer: the log line must name a game created after its caller
+        # was cancelled too (it is stored and counts against the cap).
+        annotate(game=live.record.game_id, outcome="created")
         metrics.GAMES_ACTIVE.inc()
 
     def active_since(self) -> float | None:
@@ -675,6 +678,7 @@ class GameManager:
             game_id, answer.version
         ) == _canonical_or_none(action_json)
         if same:
+            annotate(outcome="accepted", version=answer.version)
             return answer
         await self._refuse(live, seat, action_json, "REQUEST_ID_REUSED", key)
         raise ServiceError(
@@ -838,6 +842,9 @@ class GameManager:
         """The accepted action is durable: move the game on in memory and tell its watchers."""
         metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
         metrics.actions(live.rules.variant, accepted.kind, "accepted").inc()
+        # Here, not in the servicer: an action made durable after its caller was cancelled
+        # (a deadline) was applied all the same, and its log line must say so.
+        annotate(outcome="accepted", version=accepted.new_state.version)
         since = self.counted_since
         counted = since is None or live.active_at >= since  # in referee_games_active
         live.active_at = accepted.commit.audit.time  # as the store now has it

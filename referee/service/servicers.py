@@ -53,6 +53,9 @@ MAX_GAME_ID = 64  # the server's ids are 24 hex digits; a longer one cannot name
 
 
 def _game_id(game_id: str) -> str:
+    """The request's game id, checked; the call's log line names it from here on, so refused
+    and failed calls say which game they were about too."""
+    annotate(game=game_id)
     if not game_id:
         raise invalid("game_id is required", "game_id")
     if len(game_id) > MAX_GAME_ID:
@@ -98,7 +101,6 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
             players=list(request.player_names),
             token=token,
         )
-        annotate(game=created.game_id, outcome="created")
         return pb.CreateGameResponse(
             game_id=created.game_id,
             seat_tokens=created.seat_tokens,
@@ -113,7 +115,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.GetGameResponse:
         live, caller = await self.games.get(_game_id(request.game_id), _token(context))
-        annotate(game=request.game_id, seat=caller.seat, role=caller.role)
+        annotate(seat=caller.seat, role=caller.role)
         return pb.GetGameResponse(
             game_id=request.game_id,
             version=live.state.version,
@@ -128,23 +130,21 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.SubmitActionResponse:
         action = action_to_json(request.action)
-        annotate(game=request.game_id, action=action.get("type"), request_id=request.request_id)
-        response = await self.games.submit(
-            _game_id(request.game_id),
+        annotate(action=action.get("type"), request_id=request.request_id)
+        game_id = _game_id(request.game_id)
+        return await self.games.submit(
+            game_id,
             _token(context),
             action,
             request.expected_version,
             request.request_id,
         )
-        annotate(outcome="accepted", version=response.version)
-        return response
 
     async def ListLegalActions(  # noqa: N802
         self,
         request: pb.ListLegalActionsRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.ListLegalActionsResponse:
-        annotate(game=request.game_id)
         version, actions = await self.games.legal(_game_id(request.game_id), _token(context))
         return pb.ListLegalActionsResponse(version=version, actions=structs(actions))
 
@@ -153,7 +153,6 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         request: pb.WatchGameRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> AsyncIterator[pb.WatchGameResponse]:
-        annotate(game=request.game_id)
         if request.after_seq < 0:
             raise invalid("after_seq must not be negative", "after_seq")
         stream = self.games.watch(
