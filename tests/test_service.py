@@ -188,6 +188,12 @@ async def test_create_game_with_given_deals(srv: Served) -> None:
         ("partnership", None, {"first_dealer": 4}, "first_dealer", "first_dealer"),
         ("two-handed", None, {"first_dealer": -1}, "first_dealer", "first_dealer"),
         ("partnership", None, {"players": ["a", "b"]}, "player_names", "player_names"),
+        ("cutthroat", None, {"players": ["a", "b", "x" * 65]}, "player_names[2]", "64"),
+        ("cutthroat", None, {"players": ["a", " ", "c"]}, "player_names[1]", "empty"),
+        ("cutthroat", None, {"players": ["", "b", "c"]}, "player_names[0]", "empty"),
+        ("cutthroat", None, {"players": ["a\x00", "b", "c"]}, "player_names[0]", "control"),
+        ("cutthroat", None, {"players": ["a", "b\n", "c"]}, "player_names[1]", "control"),
+        ("cutthroat", None, {"players": ["a", "b", "\u202eevil"]}, "player_names[2]", "control"),
     ],
 )
 async def test_create_game_refuses_bad_options(
@@ -246,6 +252,21 @@ async def test_unknown_games_leave_nothing_behind(srv: Served) -> None:
 
 # ----------------------------------------------------------------------------------------------
 # GetGame and SubmitAction
+
+
+async def test_player_names_may_be_any_printable_text_up_to_the_limit(srv: Served) -> None:
+    """Names are shown as given: any script, emoji joined by a zero-width joiner, two players
+    of one name, and exactly MAX_PLAYER_NAME characters."""
+    flag = "\U0001f3f3\ufe0f\u200d\U0001f308"  # four code points, one joined emoji
+    names = [
+        f"Zo\u00eb {flag}",
+        f"Zo\u00eb {flag}",
+        "\u02bb\u014clelo \u13e3 \u674e",
+        "n" * games_module.MAX_PLAYER_NAME,
+    ]
+    table = await new_table(srv.client, "partnership", seed="names", players=names)
+    assert (await table.seats[0].view())["players"] == names
+    assert (await table.adj.export())["players"] == names
 
 
 async def test_get_game_for_each_role(srv: Served) -> None:

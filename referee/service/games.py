@@ -13,6 +13,7 @@ import contextlib
 import math
 import secrets
 import time
+import unicodedata
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,14 @@ from referee.store.base import (
 )
 
 MAX_REQUEST_ID = 128
+# A player's name is shown in every view and kept in every stored response, so it is bounded.
+# Control characters (NUL among them) and the bidirectional overrides, which can make a name
+# display as another, are refused; everything else a name may hold (emoji sequences with their
+# joiners, any script) is allowed, as are two players with the same name.
+MAX_PLAYER_NAME = 64
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 RECENT_EVENTS = 512  # events kept in memory per game for WatchGame; older ones come from the store
 # Finished games kept in memory, most recently used first; older ones are rebuilt from the store
 # when asked for. Active games always stay (their number is capped by max_active_games), but
@@ -209,6 +218,8 @@ class GameManager:
             )
         if players and len(players) != rules.players:
             raise invalid(f"player_names must name {rules.players} players", "player_names")
+        for index, name in enumerate(players):
+            _check_player_name(name, f"player_names[{index}]")
         if deal_mode.get("mode") == "given":
             if token is None:
                 raise ServiceError(
@@ -1007,6 +1018,18 @@ class GameManager:
     async def verify_audit_log(self, game_id: str, token: str | None) -> AuditVerification:
         await self.get(game_id, token)
         return await self.store.verify_audit_log(game_id)
+
+
+def _check_player_name(name: str, field_name: str) -> None:
+    if not name.strip():
+        raise invalid(f"{field_name} must not be empty", field_name)
+    if len(name) > MAX_PLAYER_NAME:
+        raise invalid(f"{field_name} is longer than {MAX_PLAYER_NAME} characters", field_name)
+    if any(unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS for c in name):
+        raise invalid(
+            f"{field_name} must not hold control or bidirectional formatting characters",
+            field_name,
+        )
 
 
 def _canonical_or_none(action_json: Mapping[str, object]) -> Mapping[str, object] | None:
