@@ -6,6 +6,7 @@ port 0 (issue 4, "Tests"). Authorization across roles and the concealed-card pro
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import sqlite3
@@ -31,6 +32,7 @@ from referee.engine.game import SeededDeals
 from referee.rules.dealing import deal_commitment
 from referee.rules.options import VARIANT_IDS, option_schema, resolve_options, variant_defaults
 from referee.service import games as games_module
+from referee.service import servicers as servicers_module
 from referee.service.convert import dict_to_struct
 from referee.service.server import Settings, start_server
 from tests.service_helpers import (
@@ -668,6 +670,63 @@ async def test_audit_log_shows_seats_the_public_part_and_logs_refusals(srv: Serv
             )
         )
         assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["page_size"]
+
+
+async def test_an_oversized_refused_action_is_audited_as_its_digest(srv: Served) -> None:
+    """A refused action is audited as sent unless its JSON is longer than MAX_AUDITED_ACTION:
+    then as its type, size and SHA-256, so nobody can grow the log by a mebibyte a request."""
+    table = await new_table(srv.client, "partnership", seed="oversized")
+    small = {"type": "pass_cards", "cards": ["AS"] * 100}
+    huge = {"type": "pass_cards", "cards": ["AS"] * 200_000}
+    stranger = srv.client.seat(table.game_id, "not-a-token")
+    for caller in (stranger, table.seats[1]):
+        for action in (small, huge):
+            await refused(caller.submit(action))
+    entries = await table.adj.audit_log()
+    assert [e["outcome"] for e in entries] == ["AUDIT_OUTCOME_REFUSED"] * 4
+    text = json.dumps(huge, separators=(",", ":"))
+    digest = {
+        "type": "pass_cards",
+        "oversized": {
+            "characters": len(text),
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        },
+    }
+    assert [e["action"] for e in entries] == [small, digest, small, digest]
+    assert len(text) > games_module.MAX_AUDITED_ACTION > len(json.dumps(small))
+    assert await table.adj.verify_audit_log()
+
+
+async def test_an_audit_log_page_stops_before_its_byte_limit(
+    srv: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However large its entries, a page fits a client's receive limit: it holds fewer than
+    page_size entries (one at least), and paging on from the last seq reads the whole log."""
+    table = await new_table(srv.client, "partnership", seed="pages")
+    for _ in range(9):
+        await refused(table.seats[1].submit({"type": "discard", "cards": ["KH"] * 50}))
+    request = pb.GetAuditLogRequest(game_id=table.game_id)
+    metadata = bearer(table.adjudicator_token)
+    whole = (await srv.referee.GetAuditLog(request, metadata=metadata)).entries
+    assert len(whole) == 9
+    size = whole[0].ByteSize()
+    monkeypatch.setattr(servicers_module, "MAX_AUDIT_PAGE_BYTES", 2 * size + size // 2)
+    pages: list[list[int]] = []
+    after = 0
+    while True:
+        request = pb.GetAuditLogRequest(game_id=table.game_id, after_seq=after)
+        page = (await srv.referee.GetAuditLog(request, metadata=metadata)).entries
+        if not page:
+            break
+        pages.append([e.seq for e in page])
+        after = page[-1].seq
+    assert pages == [[1, 2], [3, 4], [5, 6], [7, 8], [9]]
+    monkeypatch.setattr(servicers_module, "MAX_AUDIT_PAGE_BYTES", 1)
+    page = (await srv.referee.GetAuditLog(request, metadata=metadata)).entries
+    assert [e.seq for e in page] == []  # after the last entry
+    request = pb.GetAuditLogRequest(game_id=table.game_id, after_seq=4)
+    page = (await srv.referee.GetAuditLog(request, metadata=metadata)).entries
+    assert [e.seq for e in page] == [5]  # one entry at least, whatever the limit
 
 
 async def test_verify_audit_log_detects_a_tampered_row(srv: Served) -> None:

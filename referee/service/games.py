@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import math
 import secrets
 import time
@@ -64,9 +65,14 @@ from referee.store.base import (
     LogRow,
     UnknownGame,
     VersionConflict,
+    compact_json,
 )
 
 MAX_REQUEST_ID = 128
+# A refused action is audited as sent, up to this many characters of JSON; a longer one (every
+# legal action is far shorter) is audited as its type, size and SHA-256, so a flood of oversized
+# requests cannot grow the audit log by a mebibyte each or make its pages too large to send.
+MAX_AUDITED_ACTION = 4096
 # A player's name is shown in every view and kept in every stored response, so it is bounded.
 # Control characters (NUL among them) and the bidirectional overrides, which can make a name
 # display as another, are refused; everything else a name may hold (emoji sequences with their
@@ -889,13 +895,15 @@ class GameManager:
         rpc: str = "SubmitAction",
         role: str = SEAT,
     ) -> AuditRow:
+        if action is not None:
+            action = dict(action) if outcome == "accepted" else _bounded_action(action)
         return AuditRow(
             seq=0,
             time=self.clock(),
             role=role,
             seat=seat,
             rpc=rpc,
-            action=dict(action) if action is not None else None,
+            action=action,
             public_action=public_action(action, outcome == "accepted") if action else None,
             outcome=outcome,
             code=code,
@@ -1018,6 +1026,20 @@ class GameManager:
     async def verify_audit_log(self, game_id: str, token: str | None) -> AuditVerification:
         await self.get(game_id, token)
         return await self.store.verify_audit_log(game_id)
+
+
+def _bounded_action(action: Mapping[str, object]) -> dict[str, object]:
+    """A refused action as the audit log keeps it (``MAX_AUDITED_ACTION``)."""
+    text = compact_json(action)
+    if len(text) <= MAX_AUDITED_ACTION:
+        return dict(action)
+    return {
+        "type": action.get("type"),
+        "oversized": {
+            "characters": len(text),
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        },
+    }
 
 
 def _check_player_name(name: str, field_name: str) -> None:

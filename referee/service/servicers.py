@@ -43,6 +43,10 @@ T = TypeVar("T")
 
 _ROLE = {SEAT: pb.ROLE_SEAT, SPECTATOR: pb.ROLE_SPECTATOR, ADJUDICATOR: pb.ROLE_ADJUDICATOR}
 MAX_AUDIT_PAGE = 1000
+# A page of the audit log stops before this many bytes of entries (it always holds one entry
+# when there is one), so it fits in a client's default 4 MiB receive limit however large the
+# entries are: a page may hold fewer than page_size entries; the log's end is an empty page.
+MAX_AUDIT_PAGE_BYTES = 2 * 1024 * 1024
 
 
 def _token(context: grpc.aio.ServicerContext) -> str | None:  # type: ignore[type-arg]
@@ -176,16 +180,17 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
             _game_id(request.game_id), _token(context), request.after_seq, limit
         )
         full = caller.role == ADJUDICATOR
-        return pb.GetAuditLogResponse(
-            entries=[
-                _audit_entry(
-                    row,
-                    full,
-                    own=caller.role == SEAT and row.role == SEAT and row.seat == caller.seat,
-                )
-                for row in rows
-            ]
-        )
+        page = pb.GetAuditLogResponse()
+        size = 0
+        for row in rows:
+            entry = _audit_entry(
+                row, full, own=caller.role == SEAT and row.role == SEAT and row.seat == caller.seat
+            )
+            size += entry.ByteSize()
+            if page.entries and size > MAX_AUDIT_PAGE_BYTES:
+                break
+            page.entries.append(entry)
+        return page
 
     async def VerifyAuditLog(  # noqa: N802
         self,

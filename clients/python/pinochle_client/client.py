@@ -351,7 +351,8 @@ class Session:
 
     async def audit_log(self, after_seq: int = 0, page_size: int = 0) -> list[dict[str, Any]]:
         """One page of the audit log: entries after ``after_seq``, at most ``page_size`` of them
-        (0: the server's page size). The next page starts after the last entry's ``seq``."""
+        (0: the server's page size), fewer when they are large (a page stops before 2 MiB). The
+        next page starts after the last entry's ``seq``; the log ends with an empty page."""
         response = await self._call(
             self.client.referee.GetAuditLog,
             pb.GetAuditLogRequest(game_id=self.game_id, after_seq=after_seq, page_size=page_size),
