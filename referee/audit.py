@@ -96,6 +96,8 @@ def audit_text(text: str, name: str = "-", keep_going: bool = False) -> dict[str
         data = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as error:
         return {"record": name, "error": f"not valid JSON: {error}"}
+    except ValueError:  # Python refuses integers of more than 4,300 digits
+        return {"record": name, "error": "not valid JSON: a number has too many digits"}
     return audit_record(data, name, keep_going)
 
 

@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             options = json.loads(args.options)
-        except json.JSONDecodeError as error:
+        except (ValueError, RecursionError) as error:  # a JSONDecodeError is a ValueError
             print(f"pinochle-referee: --options is not JSON: {error}", file=sys.stderr)
             return 2
         from pinochle_client import RefereeError  # noqa: PLC0415

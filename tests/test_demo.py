@@ -119,3 +119,13 @@ def test_a_refused_demo_game_is_one_line_not_a_traceback(
     err = capsys.readouterr().err
     assert err.startswith("pinochle-referee: demo: ") and says in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("options", ["{", '{"target": 1' + "0" * 5000 + "}", "[" * 100_000])
+def test_demo_options_that_are_not_json_are_one_line_not_a_traceback(
+    options: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--variant", "partnership", "--options", options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pinochle-referee: --options is not JSON: ")
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -15,6 +15,7 @@ never reached the client (messages are now capped). The rest stay as fuzzers.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import random
 import re
@@ -824,8 +825,18 @@ def test_audit_records_of_mutated_and_junk_records(
         "1e999",
         '"pinochle-record/1"',
         json.dumps({"format": "pinochle-record/1", "variant": "partnership", "hands": [None]}),
+        '{"seat": 1' + "0" * 5000 + "}",
     ],
-    ids=["deep-list", "deep-object", "replacement-char", "null", "huge-number", "string", "none"],
+    ids=[
+        "deep-list",
+        "deep-object",
+        "replacement-char",
+        "null",
+        "huge-number",
+        "string",
+        "none",
+        "5001-digit-integer",
+    ],
 )
 def test_audit_records_of_hand_picked_records(stubs: Stubs, record: str) -> None:
     code, details, verdicts = outcome(
@@ -833,6 +844,31 @@ def test_audit_records_of_hand_picked_records(stubs: Stubs, record: str) -> None
     )
     assert code == grpc.StatusCode.OK, details
     assert isinstance(verdicts, list) and len(verdicts) == 1
+
+
+def test_an_integer_beyond_the_doubles_is_quoted_in_a_verdict_as_its_digits(
+    stubs: Stubs, finished_record: dict[str, Any]
+) -> None:
+    """A verdict quotes what it found; a Struct number is a double, so an integer too large
+    for one travels as its decimal string rather than failing the stream with INTERNAL."""
+    record = copy.deepcopy(finished_record)
+    record["hands"][0]["actions"][0]["seat"] = 10**400
+    verdicts = list(
+        stubs.referee.AuditRecords(
+            pb.AuditRecordsRequest(records=[json.dumps(record)] * 2, keep_going=True), timeout=10
+        )
+    )
+    assert len(verdicts) == 2
+    violations = struct_to_dict(verdicts[0].verdict)["violations"]
+    assert isinstance(violations, list)
+    violation = violations[0]
+    assert violation["seat"] == str(10**400) and violation["code"] == "MALFORMED_ACTION"
+    (long_number,) = stubs.referee.AuditRecords(
+        pb.AuditRecordsRequest(records=['{"x": 1' + "0" * 5000 + "}"]), timeout=10
+    )
+    assert struct_to_dict(long_number.verdict)["error"] == (
+        "not valid JSON: a number has too many digits"
+    )
 
 
 def test_audit_records_thousands_at_once(stubs: Stubs) -> None:

@@ -7,7 +7,8 @@ in a record, a query and an RPC. Views and event data travel as compact JSON tex
 0.14 ms per view against 3 us for orjson (bench/service.py profile, 2026-12-01). The other
 JSON-shaped values (options, deals, descriptors, records, verdicts) travel as
 ``google.protobuf.Struct``; Struct numbers are doubles, so ``to_plain`` turns integral numbers
-back into ints on the way in.
+back into ints on the way in, and on the way out an integer too large for any double (a recorded
+game may hold one, and an audit verdict quotes what it found) travels as its decimal string.
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ def json_text(data: Mapping[str, object]) -> str:
 def dict_to_struct(data: Mapping[str, object]) -> struct_pb2.Struct:
     """A Struct of JSON-ready data (records, verdicts, descriptors, options). Most of it is
     already lists and str-keyed dicts, so the copy through ``_jsonable`` is only made when the
-    fast path refuses a tuple or a non-str key."""
+    fast path refuses a tuple, a non-str key or an integer beyond the doubles."""
     struct = struct_pb2.Struct()
     try:
         struct.update(data)  # type: ignore[arg-type]
-    except (TypeError, ValueError, AttributeError):
+    except (TypeError, ValueError, AttributeError, OverflowError):
         struct = struct_pb2.Struct()
         struct.update(_jsonable(data))  # type: ignore[arg-type]
     return struct
@@ -63,7 +64,11 @@ def to_value(data: object) -> struct_pb2.Value:
     elif isinstance(data, bool):
         value.bool_value = data
     elif isinstance(data, int | float):
-        value.number_value = data
+        number = _jsonable(data)
+        if isinstance(number, str):
+            value.string_value = number
+        else:
+            value.number_value = data
     elif isinstance(data, str):
         value.string_value = data
     elif isinstance(data, Mapping):
@@ -80,6 +85,11 @@ def _jsonable(data: object) -> object:
         return {str(k): _jsonable(v) for k, v in data.items()}
     if isinstance(data, list | tuple):
         return [_jsonable(v) for v in data]
+    if isinstance(data, int) and not isinstance(data, bool):
+        try:
+            float(data)
+        except OverflowError:
+            return str(data)
     return data
 
 
