@@ -213,6 +213,25 @@ async def test_from_version_beyond_the_current_one(srv: Served) -> None:
     ]
 
 
+async def test_after_seq_beyond_the_last_event_is_refused(srv: Served) -> None:
+    """A cursor the game has not reached (another game's, or corrupt) would skip every event up
+    to it without a word: it is refused. The last event's own seq is a valid cursor, whoever
+    could see that event (seq numbers the game's events, not the caller's)."""
+    table = await new_table(srv.client, "partnership", seed="cursor")
+    events = await until_idle(table.adj.watch(0))  # the adjudicator sees every event
+    last = int(events[-1]["event"]["seq"])
+    seen_by_seat = await until_idle(table.seats[0].watch(0))
+    assert int(seen_by_seat[-1]["event"]["seq"]) < last  # other seats' cards were dealt after
+    for session in (table.seats[0], table.spec, table.adj):
+        error = await refused(asyncio.wait_for(anext(session.watch(0, after_seq=last + 1)), 5))
+        assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["after_seq"]
+        assert f"seq {last})" in error.message
+    stream: Any = table.seats[0].watch(0, after_seq=last)
+    await table.seats[1].submit({"type": "pass"})
+    items = await asyncio.wait_for(until_idle(stream), 5)
+    assert [int(i["event"]["seq"]) for i in items] == [last + 1]
+
+
 async def test_the_real_window_snapshot_and_its_continuation(srv: Served) -> None:
     """With the real 512-event window: a version whose later events are all kept gets them
     exactly, with no snapshot; an older one gets a snapshot of the caller's current view, then the

@@ -934,7 +934,15 @@ class GameManager:
         seq. When some events the caller asked for have left the in-memory window, a snapshot
         of the caller's current view comes first and the stream goes on from there.
         """
-        live, caller = await self.get(game_id, token)
+        live, caller = await self.get(game_id, token)  # with a shared store: caught up
+        if after_seq > live.event_count:
+            # Nobody can have received an event the game has not had: the cursor belongs to
+            # another game, or is corrupt. Accepted, it would skip every event up to it silently.
+            raise invalid(
+                f"after_seq {after_seq} is beyond the game's last event (seq"
+                f" {live.event_count}): resume from the seq of the last event received",
+                "after_seq",
+            )
         live.watchers += 1  # keeps the object in memory while this stream follows it
         try:
             async for message in self._follow(live, caller, from_version, after_seq):
