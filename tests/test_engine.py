@@ -1065,6 +1065,21 @@ def _candidates(state: GameState) -> list[tuple[int, dict[str, object]]]:
         out.append((seat, {"type": "meld", "cards": held}))
         if held:
             out.append((seat, {"type": "meld", "cards": [*held, held[0]]}))
+        # Other notations apply accepts (A.3: T for 10, any case), and malformed actions.
+        out += [(seat, {"type": "declare_trump", "suit": s}) for s in "shdc"]
+        out += [(seat, {"type": "play", "card": c.lower()}) for c in faces]
+        out += [(seat, {"type": "play", "card": c.replace("10", "T")}) for c in faces if "10" in c]
+        for kind in ("pass_cards", "discard"):
+            for size in (3, 4):
+                for combo in itertools.islice(itertools.combinations(held, size), 0, None, 13):
+                    out.append((seat, {"type": kind, "cards": [c.lower() for c in combo]}))
+        out.append((seat, {"type": "meld", "cards": [c.replace("10", "t") for c in held]}))
+        out += [
+            (seat, {"type": "pass", "help": "yes"}),
+            (seat, {"type": "bid", "amount": str(rules.min_bid)}),
+            (seat, {"type": "play", "card": "ZZ"}),
+            (seat, {"type": "concede", "extra": 1}),
+        ]
     return out
 
 

@@ -28,6 +28,8 @@ from referee.engine.actions import (
     PassCards,
     Play,
     action_type,
+    decode_action,
+    encode_action,
 )
 from referee.engine.errors import DealError, IllegalAction
 from referee.engine.events import EVERYONE, SEALED, Event, trick_events
@@ -1105,9 +1107,18 @@ def legal_actions(state: GameState, seat: int) -> list[dict[str, object]]:
 
 
 def matches(entry: dict[str, object], action: dict[str, object]) -> bool:
-    """Whether the JSON ``action`` is one that the legal-action ``entry`` allows."""
+    """Whether the JSON ``action`` is one that the legal-action ``entry`` allows.
+
+    The action is read by the engine's one decoder first, as ``apply`` reads it, so any notation
+    it accepts (``TS`` or ``10s`` for ``10S``, a suit in lower case: A.3) matches, and what it
+    refuses as malformed matches nothing.
+    """
     kind = entry["type"]
     if action.get("type") != kind:
+        return False
+    try:
+        action = encode_action(decode_action(action))
+    except IllegalAction:
         return False
     if kind == "play" and entry.get("drawn_card"):
         # Two-handed window: the card the winner is about to draw; any card may turn out to be
