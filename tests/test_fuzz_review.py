@@ -826,6 +826,11 @@ def test_audit_records_of_mutated_and_junk_records(
         '"pinochle-record/1"',
         json.dumps({"format": "pinochle-record/1", "variant": "partnership", "hands": [None]}),
         '{"seat": 1' + "0" * 5000 + "}",
+        '{"format": "pinochle-record/1", "variant": "\\ud800", "hands": []}',
+        '{"format": "pinochle-record/1", "variant": "partnership", "options": "\\udc00"}',
+        '{"format": "pinochle-record/1", "variant": "partnership", "options": {"\\ud800": 1}}',
+        '{"format": "pinochle-record/1", "variant": "partnership",'
+        ' "options": {"target": "\\ud800"}}',
     ],
     ids=[
         "deep-list",
@@ -836,6 +841,10 @@ def test_audit_records_of_mutated_and_junk_records(
         "string",
         "none",
         "5001-digit-integer",
+        "surrogate-variant",
+        "surrogate-options",
+        "surrogate-option-name",
+        "surrogate-option-value",
     ],
 )
 def test_audit_records_of_hand_picked_records(stubs: Stubs, record: str) -> None:
@@ -844,6 +853,9 @@ def test_audit_records_of_hand_picked_records(stubs: Stubs, record: str) -> None
     )
     assert code == grpc.StatusCode.OK, details
     assert isinstance(verdicts, list) and len(verdicts) == 1
+    if "surrogate" in record or "ud800" in record or "udc00" in record:
+        error = struct_to_dict(verdicts[0].verdict)["error"]
+        assert isinstance(error, str) and ("\\ud800" in error or "\\udc00" in error), error
 
 
 def test_an_integer_beyond_the_doubles_is_quoted_in_a_verdict_as_its_digits(

@@ -7,8 +7,10 @@ in a record, a query and an RPC. Views and event data travel as compact JSON tex
 0.14 ms per view against 3 us for orjson (bench/service.py profile, 2026-12-01). The other
 JSON-shaped values (options, deals, descriptors, records, verdicts) travel as
 ``google.protobuf.Struct``; Struct numbers are doubles, so ``to_plain`` turns integral numbers
-back into ints on the way in, and on the way out an integer too large for any double (a recorded
-game may hold one, and an audit verdict quotes what it found) travels as its decimal string.
+back into ints on the way in. On the way out, what an audit verdict quotes from a recorded game
+(JSON the client wrote) must still fit a Struct: an integer too large for any double travels as
+its decimal string, and a lone surrogate (a JSON escape such as \ud800, which UTF-8 cannot hold)
+as the text of its escape. Other integers travel as doubles, exact up to 2**53.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def to_value(data: object) -> struct_pb2.Value:
         else:
             value.number_value = data
     elif isinstance(data, str):
-        value.string_value = data
+        value.string_value = _utf8(data)
     elif isinstance(data, Mapping):
         value.struct_value.update(_jsonable(data))  # type: ignore[arg-type]
     elif isinstance(data, list | tuple):
@@ -81,8 +83,10 @@ def to_value(data: object) -> struct_pb2.Value:
 
 
 def _jsonable(data: object) -> object:
+    if isinstance(data, str):
+        return _utf8(data)
     if isinstance(data, Mapping):
-        return {str(k): _jsonable(v) for k, v in data.items()}
+        return {_utf8(str(k)): _jsonable(v) for k, v in data.items()}
     if isinstance(data, list | tuple):
         return [_jsonable(v) for v in data]
     if isinstance(data, int) and not isinstance(data, bool):
@@ -91,6 +95,15 @@ def _jsonable(data: object) -> object:
         except OverflowError:
             return str(data)
     return data
+
+
+def _utf8(text: str) -> str:
+    """``text``, with any lone surrogate written as its escape (``\\ud800``)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
 
 
 def action_to_json(action: pb.Action) -> dict[str, object]:
