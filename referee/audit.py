@@ -57,13 +57,22 @@ def parse_deal(data: object, where: str) -> Deal:
         if not isinstance(raw_hands, list):
             raise RecordError(f"{where}.hands: must be a list of hands")
         hands = tuple(tuple(sorted(parse_cards(h))) for h in raw_hands)
-        widow = parse_cards(data.get("widow") or [])
-        stock = parse_cards(data.get("stock") or [])
+        widow = parse_cards(_card_list(data.get("widow"), f"{where}.widow"))
+        stock = parse_cards(_card_list(data.get("stock"), f"{where}.stock"))
         turn_up_raw = data.get("turn_up")
         turn_up = None if turn_up_raw is None else parse_card(turn_up_raw)
     except CardSyntaxError as error:
         raise RecordError(f"{where}: {error}") from None
     return Deal(hands, widow, stock, turn_up)
+
+
+def _card_list(value: object, where: str) -> list[object]:
+    """A deal's widow or stock: a list of cards, or absent (null) for none."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RecordError(f"{where}: must be a list of cards")
+    return value
 
 
 def _int_list(value: object) -> list[int] | None:

@@ -22,12 +22,15 @@ _MIN_FILES_PER_JOB = 8
 
 
 def _audit_file(path: str, keep_going: bool) -> dict[str, object]:
-    if path == "-":
-        return audit_text(sys.stdin.read(), "-", keep_going)
+    """A record must be UTF-8 (GAME_RECORD.md §1), from a file or from standard input alike:
+    stdin is read as bytes, not in the locale's encoding, so the same bytes get the same
+    verdict either way."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
-        return {"record": path, "error": f"cannot read the file: {error}"}
+        what = "standard input" if path == "-" else "the file"
+        return {"record": path, "error": f"cannot read {what}: {error}"}
     return audit_text(text, path, keep_going)
 
 
@@ -69,7 +72,7 @@ def _run_audit(paths: Sequence[str], keep_going: bool, jobs: int) -> int:
 def _run_query() -> int:
     from referee.query import run_queries  # noqa: PLC0415 - audit runs need none of it
 
-    for line in run_queries(sys.stdin):
+    for line in run_queries(sys.stdin.buffer):  # bytes: each line must be UTF-8 (§1)
         print(line)
     return 0
 
@@ -187,11 +190,11 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
     from referee.audit import RecordError, parse_deal  # noqa: PLC0415
     from referee.rules.dealing import deal_commitment  # noqa: PLC0415
 
-    text = sys.stdin.read() if deal_text == "-" else deal_text
     try:
+        text = sys.stdin.buffer.read().decode("utf-8") if deal_text == "-" else deal_text
         deal = parse_deal(json.loads(text), "deal")
         salt_bytes = bytes.fromhex(salt)
-    except (json.JSONDecodeError, RecordError, ValueError) as error:
+    except (RecordError, ValueError, RecursionError) as error:  # JSON and UTF-8 errors too
         print(f"pinochle-referee: {error}", file=sys.stderr)
         return 2
     computed = deal_commitment(deal, salt_bytes)

@@ -531,14 +531,23 @@ def _dump(answer: Mapping[str, object]) -> str:
         return json.dumps(rest, separators=(", ", ": "))
 
 
-def run_queries(lines: Iterable[str]) -> Iterator[str]:
+def run_queries(lines: Iterable[str | bytes]) -> Iterator[str]:
     """One JSON answer line per input line, same order; blank lines are skipped.
 
     A line that is not JSON gets an error answer in its place, so answers stay aligned with the
     questions (§3). ``NaN``, ``Infinity`` and numbers too large for a float are refused as not
-    JSON: Python would accept them, but they could not be written back as valid JSON.
+    JSON: Python would accept them, but they could not be written back as valid JSON. Lines given
+    as bytes (standard input) must be UTF-8 (§1); one that is not gets an error answer too.
     """
-    for line in lines:
+    for raw in lines:
+        if isinstance(raw, bytes):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield _dump({"error": f"not a UTF-8 line: {exc}"})
+                continue
+        else:
+            line = raw
         if not line.strip():
             continue
         try:

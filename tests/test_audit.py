@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from referee import cli
-from referee.audit import audit_record, audit_text, verdict_exit_status
+from referee.audit import RecordError, audit_record, audit_text, parse_deal, verdict_exit_status
 from referee.engine.actions import decode_action
 from referee.engine.errors import VIOLATION_CODES
 from referee.engine.game import Game, SeededDeals
@@ -507,14 +507,35 @@ def test_cli_keep_going(tmp_path: Path, capsys) -> None:
     assert [v["code"] for v in verdict["violations"]] == ["MUST_FOLLOW_SUIT"]
 
 
+def _stdin(monkeypatch, data: bytes) -> None:
+    """Standard input holding ``data`` (its text layer in Latin-1, as a C locale may decode)."""
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"))
+
+
 def test_cli_reads_one_record_from_stdin(monkeypatch, capsys) -> None:
     """`audit -` reads one record from standard input."""
-    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(record(HAND0))))
+    _stdin(monkeypatch, json.dumps(record(HAND0)).encode())
     assert cli.main(["audit", "-"]) == 0
     (verdict,) = _lines(capsys)
     assert verdict["record"] == "-" and verdict["scores"] == [20, -250]
-    monkeypatch.setattr("sys.stdin", io.StringIO("nope"))
+    _stdin(monkeypatch, b"nope")
     assert cli.main(["audit", "-"]) == 2
+
+
+def test_cli_stdin_must_be_utf8_like_a_file(monkeypatch, capsys, tmp_path: Path) -> None:
+    """GAME_RECORD.md §1: a record is UTF-8. The same bytes get the same verdict from a file and
+    from standard input, whatever the locale would decode them as."""
+    data = json.dumps({**record(HAND0), "x-note": "\xff"}).encode().replace(b"\\u00ff", b"\xff")
+    assert b"\xff" in data
+    (tmp_path / "r.json").write_bytes(data)
+    assert cli.main(["audit", str(tmp_path / "r.json")]) == 2
+    assert "cannot read the file" in _lines(capsys)[0]["error"]
+    _stdin(monkeypatch, data)
+    assert cli.main(["audit", "-"]) == 2
+    (verdict,) = _lines(capsys)
+    assert verdict["record"] == "-" and "cannot read standard input" in verdict["error"]
+    _stdin(monkeypatch, json.dumps({**record(HAND0), "x-note": "\u00ff"}).encode())
+    assert cli.main(["audit", "-"]) == 0  # the same character, in UTF-8
 
 
 def test_cli_jobs_give_the_same_lines(tmp_path: Path, capsys) -> None:
@@ -651,3 +672,16 @@ def test_the_fuzz_bases_are_what_they_seem() -> None:
         verdict = audit(copy.deepcopy(base))
         assert check_verdict(verdict) == 0, verdict
     assert audit(copy.deepcopy(BASES[0]))["legal"] is False
+
+
+@pytest.mark.parametrize("key", ["widow", "stock"])
+@pytest.mark.parametrize("value", [0, False, "", {}, "AS", 1.5])
+def test_a_widow_or_stock_not_a_card_list_is_a_record_error(key: str, value: object) -> None:
+    """A deal's widow and stock are card lists (GAME_RECORD.md §1): absent or null is none, and
+    anything else but a list is refused, not read as empty."""
+    deal = {"hands": [["AS"]], key: value}
+    with pytest.raises(RecordError, match=f"deal.{key}: must be a list of cards"):
+        parse_deal(deal, "deal")
+    assert parse_deal({"hands": [["AS"]], key: None}, "deal") == parse_deal(
+        {"hands": [["AS"]]}, "deal"
+    )

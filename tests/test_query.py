@@ -55,6 +55,18 @@ class TestLines:
         assert out[2] == {"id": 2, "winner": 1}
         assert len(out) == 3
 
+    def test_byte_lines_must_be_utf8_and_the_others_are_still_answered(self) -> None:
+        """Standard input comes as bytes (§1: UTF-8): a line that is not UTF-8 gets an error
+        answer in its place, whatever the locale would have decoded it as."""
+        lines = [
+            b'{"id": "\xff", "kind": "trick_points", "cards": ["AS"]}\n',
+            '{"id": "\u00ff", "kind": "trick_points", "cards": ["AS"]}\n'.encode(),
+            b"\n",
+        ]
+        first, second = (json.loads(line) for line in run_queries(lines))
+        assert list(first) == ["error"] and "not a UTF-8 line" in first["error"]
+        assert second == {"id": "\u00ff", "points": 10}
+
     def test_non_object_json_is_an_error(self) -> None:
         for line in ("[1, 2]", '"meld"', "42", "null", "true"):
             (out,) = run_queries([line])

@@ -1104,6 +1104,9 @@ async def test_deal_commitments_verify_when_a_hand_ends(srv: Served, tmp_path: P
     assert cli.main(["verify-deal", committed[0], wrong_salt, deal_text]) == 1
     assert cli.main(["verify-deal", committed[1], salts[0]["salt"], deal_text]) == 1
     assert cli.main(["verify-deal", committed[0], "not-hex", deal_text]) == 2
+    # A deal that cannot be read is exit 2 (a mismatch is 1), never a traceback.
+    for unreadable in ("[" * 100_000 + "]" * 100_000, '{"hands": 1' + "0" * 5000 + "}"):
+        assert cli.main(["verify-deal", committed[0], salts[0]["salt"], unreadable]) == 2
 
 
 # ----------------------------------------------------------------------------------------------
