@@ -159,6 +159,45 @@ async def test_trick_winner_refused(srv: Served) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# TrickPoints
+
+
+async def test_trick_points_matches_the_reference(srv: Served) -> None:
+    assert await srv.client.trick_points("partnership", ["AS", "10S", "KS", "QS"]) == 30
+    cases: list[dict[str, Any]] = [
+        {"variant": "partnership", "cards": ["QS", "JS", "9S", "9H"], "last": True},
+        {"variant": "two-handed", "cards": ["AS", "KS"], "last": False},
+        {"variant": "cutthroat", "cards": ["AS", "10S", "KS"], "last": True},
+        {"variant": "double-deck", "cards": ["AS", "KS", "QS", "JS"], "last": True},
+        {
+            "variant": "partnership",
+            "cards": ["AS", "10S", "KS", "QS"],
+            "last": True,
+            "options": {"count_scheme": "classic_11", "last_trick_bonus": 25},
+        },
+    ]
+    for case in cases:
+        expected = reference("trick_points", **case)
+        got = await srv.client.trick_points(
+            case["variant"], case["cards"], last=case["last"], options=case.get("options")
+        )
+        assert got == expected["points"], case
+
+
+async def test_trick_points_refused(srv: Served) -> None:
+    error = await refusal(srv.client.trick_points("partnership", ["ZZ"]))
+    assert error.code == INVALID and error.fields == ["cards[0]"]
+    error = await refusal(srv.client.trick_points("no-such-variant", ["AS"]))
+    assert error.code == INVALID and error.fields == ["variant"]
+    error = await refusal(
+        srv.client.trick_points(
+            "partnership", ["AS"], last=True, options={"last_trick_bonus": 2**31 - 1}
+        )
+    )
+    assert error.code == INVALID and error.fields == ["options.last_trick_bonus"]
+
+
+# ----------------------------------------------------------------------------------------------
 # ScoreHand
 
 

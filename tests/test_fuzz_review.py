@@ -948,6 +948,10 @@ def test_rules_service_with_odd_queries(
             pb.TrickWinnerRequest(variant=variant, options=struct, trick=trick, trump=trump),
             timeout=5,
         ),
+        lambda: rules.TrickPoints(
+            pb.TrickPointsRequest(variant=variant, options=struct, cards=trick, last=conceded),
+            timeout=5,
+        ),
         lambda: rules.ScoreHand(
             pb.ScoreHandRequest(
                 variant=variant,

@@ -232,6 +232,8 @@ RULES_REFUSALS: list[tuple[str, Any, str]] = [
     ("TrickWinner", pb.TrickWinnerRequest(trick=[], trump="H"), "trick"),
     ("TrickWinner", pb.TrickWinnerRequest(trick=["AS"], trump=""), "trump"),
     ("TrickWinner", pb.TrickWinnerRequest(trick=["AS"] * 3, trump="H"), "trick"),
+    ("TrickPoints", pb.TrickPointsRequest(cards=["AS", "1S"]), "cards[1]"),
+    ("TrickPoints", pb.TrickPointsRequest(variant="x", cards=["AS"]), "variant"),
     ("ScoreHand", _hand(declarer=9), "declarer"),
     ("ScoreHand", _hand(bid=-5), "bid"),
     ("ScoreHand", _hand(meld=[0]), "meld"),

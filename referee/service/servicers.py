@@ -361,6 +361,18 @@ class RulesServicer(pb_grpc.RulesServiceServicer):
         answer = self._ask(query)
         return pb.TrickWinnerResponse(winner=int(str(answer["winner"])))
 
+    async def TrickPoints(  # noqa: N802
+        self,
+        request: pb.TrickPointsRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.TrickPointsResponse:
+        query = self._base("trick_points", request.variant, _options(request))
+        query |= {"cards": list(request.cards), "last": request.last}
+        answer = self._ask(query)
+        # A trick's cards are worth at most 44; only a last-trick bonus near the int32 limit
+        # (any int32 is allowed) can take the sum out of range: then it is the option at fault.
+        return pb.TrickPointsResponse(points=_int32(answer["points"], "options.last_trick_bonus"))
+
     async def ScoreHand(  # noqa: N802
         self,
         request: pb.ScoreHandRequest,
@@ -418,6 +430,7 @@ def _options(
     | pb.ScoreMeldRequest
     | pb.LegalPlaysRequest
     | pb.TrickWinnerRequest
+    | pb.TrickPointsRequest
     | pb.ScoreHandRequest,
 ) -> dict[str, object] | None:
     return _plain(request.options, "options") if request.HasField("options") else None

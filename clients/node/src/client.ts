@@ -32,6 +32,7 @@ import type { RulesServiceClient } from "../generated/pinochle/referee/v1/RulesS
 import type { ScoreHandRequest } from "../generated/pinochle/referee/v1/ScoreHandRequest";
 import type { ScoreHandResponse__Output } from "../generated/pinochle/referee/v1/ScoreHandResponse";
 import type { ScoreMeldResponse__Output } from "../generated/pinochle/referee/v1/ScoreMeldResponse";
+import type { TrickPointsResponse__Output } from "../generated/pinochle/referee/v1/TrickPointsResponse";
 import type { TrickWinnerResponse__Output } from "../generated/pinochle/referee/v1/TrickWinnerResponse";
 import type { Variant__Output } from "../generated/pinochle/referee/v1/Variant";
 import type { WatchGameResponse__Output } from "../generated/pinochle/referee/v1/WatchGameResponse";
@@ -294,6 +295,13 @@ export interface TrickWinnerQuery extends RulesQuery {
   /** 1 to n cards. */
   trick: Card[];
   trump: Suit;
+}
+
+export interface TrickPointsQuery extends RulesQuery {
+  /** The trick's cards. */
+  cards: Card[];
+  /** The hand's last trick: its bonus (option `last_trick_bonus`) is added. */
+  last?: boolean;
 }
 
 export interface ScoreHandQuery extends RulesQuery {
@@ -723,6 +731,17 @@ export class RefereeClient {
       call,
     );
     return response.winner;
+  }
+
+  /** The card points of a trick's cards, with the last-trick bonus when `last`. */
+  async trickPoints(query: TrickPointsQuery, call: CallOptions = {}): Promise<number> {
+    const message = { ...rulesBase(query), cards: [...query.cards], last: query.last ?? false };
+    const response = await this.unary<TrickPointsResponse__Output>(
+      (md, opts, cb) => this.rules.TrickPoints(message, md, opts, cb),
+      undefined,
+      call,
+    );
+    return response.points;
   }
 
   /** A hand's deltas from bid, meld, card points and tricks. */

@@ -1,4 +1,4 @@
-// The typed RulesService methods (scoreMeld, legalPlays, trickWinner, scoreHand) against a real
+// The typed RulesService methods (scoreMeld, legalPlays, trickWinner, trickPoints, scoreHand) against a real
 // referee process (see server.ts). The expected answers are the reference engine's
 // (referee.query.answer_query on the same queries, as tests/test_client_rules.py checks them).
 
@@ -185,6 +185,34 @@ describe("rules queries through the Node client", () => {
       client.trickWinner({ variant: "no-such-variant", trick: ["AS"], trump: "H" }),
       "variant",
     );
+  });
+
+  test("trickPoints", async () => {
+    assert.equal(
+      await client.trickPoints({ variant: "partnership", cards: ["AS", "10S", "KS", "QS"] }),
+      30,
+    );
+    assert.equal(
+      await client.trickPoints({
+        variant: "partnership",
+        cards: ["QS", "JS", "9S", "9H"],
+        last: true,
+      }),
+      10,
+    );
+    assert.equal(await client.trickPoints({ variant: "two-handed", cards: ["AS", "KS"] }), 15);
+    assert.equal(
+      await client.trickPoints({
+        variant: "partnership",
+        options: { count_scheme: "classic_11", last_trick_bonus: 25 },
+        cards: ["AS", "10S", "KS", "QS"],
+        last: true,
+      }),
+      53,
+    );
+
+    await refusedOn(client.trickPoints({ variant: "partnership", cards: ["ZZ"] }), "cards[0]");
+    await refusedOn(client.trickPoints({ variant: "no-such-variant", cards: ["AS"] }), "variant");
   });
 
   test("scoreHand", async () => {

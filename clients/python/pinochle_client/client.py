@@ -281,6 +281,21 @@ class RefereeClient:
         response = await self._ask(self.rules.TrickWinner(request))
         return response.winner
 
+    async def trick_points(
+        self,
+        variant: str,
+        cards: Sequence[str],
+        *,
+        last: bool = False,
+        options: Mapping[str, object] | None = None,
+    ) -> int:
+        """The card points of a trick's ``cards``, with the last-trick bonus when ``last``."""
+        request = pb.TrickPointsRequest(variant=variant, cards=list(cards), last=last)
+        if options is not None:
+            request.options.CopyFrom(dict_to_struct(options))
+        response = await self._ask(self.rules.TrickPoints(request))
+        return response.points
+
     async def score_hand(
         self,
         variant: str,
