@@ -1,5 +1,5 @@
-// The typed RulesService methods (scoreMeld, legalPlays, trickWinner, trickPoints, scoreHand) against a real
-// referee process (see server.ts). The expected answers are the reference engine's
+// The typed RulesService methods (scoreMeld, legalPlays, trickWinner, trickPoints, scoreHand)
+// against a real referee process (see server.ts). The expected answers are the reference engine's
 // (referee.query.answer_query on the same queries, as tests/test_client_rules.py checks them).
 
 import assert from "node:assert/strict";
