@@ -16,7 +16,7 @@ from typing import Final
 from referee.engine.actions import decode_action
 from referee.engine.engine import apply, check_deal, check_seat, hand_progress, new_game, start_hand
 from referee.engine.errors import DealError, IllegalAction
-from referee.engine.state import GameState
+from referee.engine.state import GameState, Setup
 from referee.rules.cards import CardSyntaxError, parse_card, parse_cards
 from referee.rules.dealing import Deal
 from referee.rules.options import OptionError, resolve_options
@@ -138,38 +138,31 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
     audit = _Audit(keep_going)
     # A claim's shape is part of the record: checked now, whether or not it is compared later.
     game_claim = _parse_game_claim(data.get("claimed"))
+    # Every hand is read first, so a malformed record is a record error (exit 2) even where
+    # checking stops at an earlier violation (A.7 item 10): its keys, its action list, its claim
+    # and its deal, which must be a whole, correct deck (GAME_RECORD.md §1) for the hand's
+    # dealer. Every hands entry, a redeal's too, passes the deal on, so that dealer is known
+    # without playing the hands before it; a hand after the game's end is checked too.
+    hands = [
+        _parse_hand(raw, index, state.setup, (dealer + index) % rules.players)
+        for index, raw in enumerate(raw_hands)
+    ]
     stopped = False
-    for index, raw in enumerate(raw_hands):
+    for index, (deal, actions, hand_claim) in enumerate(hands):
         where = f"hands[{index}]"
-        if not isinstance(raw, Mapping):
-            raise RecordError(f"{where}: must be an object with deal and actions")
-        _check_keys(raw, _HAND_KEYS, where)
-        actions = raw.get("actions", [])
-        if not isinstance(actions, list):
-            raise RecordError(f"{where}.actions: must be a list")
-        hand_claim = _parse_hand_claim(raw.get("claimed"), index)
         if state.over:
-            # Every hand's deal must be a whole, correct deck (GAME_RECORD.md §1), a hand after
-            # the game's end too: a bad one is a record error (A.7 item 10), never a violation.
-            try:
-                check_deal(
-                    state.setup, parse_deal(raw.get("deal"), f"{where}.deal"), state.next_dealer
-                )
-            except DealError as error:
-                raise RecordError(f"{where}.deal: {error}") from None
             # The game ended: any action in a later hand is GAME_OVER (A.7 item 9), checked by
             # apply so a malformed one is MALFORMED_ACTION first (A.5); with --keep-going every
             # such action is reported and counted (A.10 item 6).
-            state, stopped = _play_hand(state, audit, index, actions)
+            state, stopped = _play_hand(state, audit, index, actions, hand_claim)
             if stopped:
                 break
             continue
-        deal = parse_deal(raw.get("deal"), f"{where}.deal")
         try:
             state, _ = start_hand(state, deal)
         except DealError as error:
             raise RecordError(f"{where}.deal: {error}") from None
-        state, stopped = _play_hand(state, audit, index, actions)
+        state, stopped = _play_hand(state, audit, index, actions, hand_claim)
         if stopped:
             break
         if state.hand is not None:
@@ -177,7 +170,6 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
                 raise RecordError(f"{where}: only the last hand may be unfinished")
             audit.hands.append(_summary(hand_progress(state.setup, state.hand)))
             break
-        _check_hand_claim(audit, index, hand_claim)
     if stopped and state.hand is not None:
         audit.hands.append(_summary(hand_progress(state.setup, state.hand)))
     if not audit.violations:
@@ -218,10 +210,37 @@ def _violation(audit: _Audit, hand: int, index: int, raw: object, code: str, mes
     return not audit.keep_going
 
 
+def _parse_hand(
+    raw: object, index: int, setup: Setup, dealer: int
+) -> tuple[Deal, Sequence[object], list[int] | None]:
+    """A ``hands`` entry's deal (checked for ``dealer``), actions and claimed delta."""
+    where = f"hands[{index}]"
+    if not isinstance(raw, Mapping):
+        raise RecordError(f"{where}: must be an object with deal and actions")
+    _check_keys(raw, _HAND_KEYS, where)
+    actions = raw.get("actions", [])
+    if not isinstance(actions, list):
+        raise RecordError(f"{where}.actions: must be a list")
+    claim = _parse_hand_claim(raw.get("claimed"), index)
+    deal = parse_deal(raw.get("deal"), f"{where}.deal")
+    try:
+        check_deal(setup, deal, dealer)
+    except DealError as error:
+        raise RecordError(f"{where}.deal: {error}") from None
+    return deal, actions, claim
+
+
 def _play_hand(
-    state: GameState, audit: _Audit, hand_index: int, actions: Sequence[object]
+    state: GameState,
+    audit: _Audit,
+    hand_index: int,
+    actions: Sequence[object],
+    claim: list[int] | None,
 ) -> tuple[GameState, bool]:
-    """Apply a hand's actions; returns the state and whether checking stopped at a violation."""
+    """Apply a hand's actions; returns the state and whether checking stopped at a violation.
+
+    The hand's claimed delta is compared as soon as the hand is complete (A.7 item 10), so an
+    action recorded after its end, where checking stops, does not hide a wrong claim."""
     for index, raw in enumerate(actions):
         audit.actions_checked += 1
         try:
@@ -240,6 +259,7 @@ def _play_hand(
             for event in events:
                 if event.kind == "hand_result":
                     audit.hands.append(_summary(event.data))
+                    _check_hand_claim(audit, hand_index, claim)
         except IllegalAction as error:
             if _violation(audit, hand_index, index, raw, error.code, error.message):
                 return state, True

@@ -685,3 +685,49 @@ def test_a_widow_or_stock_not_a_card_list_is_a_record_error(key: str, value: obj
     assert parse_deal({"hands": [["AS"]], key: None}, "deal") == parse_deal(
         {"hands": [["AS"]]}, "deal"
     )
+
+
+@pytest.mark.parametrize("keep_going", [False, True])
+@pytest.mark.parametrize(
+    "spoil",
+    ["short deal", "garbage hand", "bad card in a deal", "actions not a list", "bad claim"],
+)
+def test_a_malformed_later_hand_is_a_record_error_despite_an_earlier_violation(
+    spoil: str, keep_going: bool
+) -> None:
+    """A.7 item 10: bad deals and malformed records are record errors (exit 2), never
+    violations, wherever they are: checking that stops at a violation in hand 0 must not let a
+    broken hand 2 pass as merely illegal."""
+    bad_bid = [{"seat": 1, "type": "bid", "amount": 5}, *HAND0[1:]]
+    rec = record(bad_bid, HAND1_TO_LEAD, HAND1_TO_LEAD)
+    later = rec["hands"][2]
+    if spoil == "short deal":
+        later["deal"]["hands"][0] = later["deal"]["hands"][0][:5]
+    elif spoil == "garbage hand":
+        rec["hands"][2] = "garbage"
+    elif spoil == "bad card in a deal":
+        later["deal"]["hands"][0][0] = "ZZ"
+    elif spoil == "actions not a list":
+        later["actions"] = {"seat": 1}
+    else:
+        later["claimed"] = {"delta": "all of it"}
+    verdict = audit_record(rec, keep_going=keep_going)
+    assert check_verdict(verdict) == 2
+    assert str(verdict["error"]).startswith("hands[2]")
+    healthy = audit_record(record(bad_bid, HAND1_TO_LEAD, HAND1_TO_LEAD), keep_going=keep_going)
+    assert check_verdict(healthy) == 1
+
+
+def test_a_completed_hand_s_claim_is_checked_even_when_an_action_follows_its_end() -> None:
+    """A.7 item 10: "a hand's delta claim is checked once that hand is complete": an action
+    recorded after the hand's end stops checking, but the claim of the complete hand stands."""
+    rec = record([*HAND0, {"seat": 2, "type": "pass"}])
+    rec["hands"][0]["claimed"] = {"delta": [0, 0]}
+    for keep_going in (False, True):
+        verdict = audit_record(rec, keep_going=keep_going)
+        assert check_verdict(verdict) == 1
+        violation = verdict["violation"]
+        assert isinstance(violation, dict) and violation["code"] == "WRONG_PHASE"
+        assert verdict["claims"] == [
+            {"hand": 0, "field": "delta", "claimed": [0, 0], "computed": [20, -250]}
+        ]
