@@ -202,6 +202,37 @@ def test_environment_variables_set_what_flags_do_not(clean_env: pytest.MonkeyPat
     assert (settings.port, settings.metrics_port) == (7000, 0)  # the flag wins
 
 
+@pytest.mark.parametrize(
+    ("variable", "text", "flag", "value"),
+    [
+        ("PORT", "abc", "--port", "6000"),
+        ("METRICS_PORT", "9.5", "--metrics-port", "0"),
+        ("MAX_GAMES", "lots", "--max-games", "5"),
+        ("MAX_MESSAGE_BYTES", "0", "--max-message-bytes", "2048"),
+        ("GRACE_SECONDS", "soon", "--grace-seconds", "2"),
+    ],
+)
+def test_a_malformed_number_in_the_environment_is_refused_like_a_flag(
+    clean_env: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    text: str,
+    flag: str,
+    value: str,
+) -> None:
+    """Was a traceback from every command, serve's flag given or not: a variable is the flag's
+    default, converted only when serve is parsed without that flag."""
+    clean_env.setenv(ENV_PREFIX + variable, text)
+    with pytest.raises(SystemExit) as exited:
+        _serve_settings()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and "Traceback" not in err
+    settings = _serve_settings(flag, value)  # the flag wins, and the variable is not read
+    assert str(getattr(settings, flag[2:].replace("-", "_"))) in (value, f"{value}.0")
+    assert cli.main(["verify-deal", "00", "00", "{}"]) == 2  # other commands do not read it
+
+
 def test_the_adjudicator_token_file_is_read_without_its_newline(
     tmp_path: Path, clean_env: pytest.MonkeyPatch
 ) -> None:

@@ -73,11 +73,19 @@ class Settings:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s flags, each defaulting to its ``PINOCHLE_REFEREE_*`` variable.
+
+    A variable's text is the flag's default as text: argparse converts a string default with
+    the flag's ``type`` only when it parses ``serve`` without that flag. So a malformed
+    variable is refused like a malformed flag (exit 2, naming the flag), a flag given on the
+    command line wins over it, and other commands never read it.
+    """
+
     def env(name: str, default: object) -> Any:
         return os.environ.get(ENV_PREFIX + name.upper(), default)
 
     parser.add_argument("--host", default=env("host", Settings.host))
-    parser.add_argument("--port", type=int, default=int(env("port", Settings.port)))
+    parser.add_argument("--port", type=int, default=env("port", Settings.port))
     parser.add_argument(
         "--db", default=env("db", Settings.db), help="SQLite path or postgresql://... URL"
     )
@@ -89,7 +97,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
         type=int,
-        default=int(env("metrics_port", Settings.metrics_port)),
+        default=env("metrics_port", Settings.metrics_port),
         help="Prometheus metrics port (0: off)",
     )
     for name, what in (
@@ -110,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-games",
         type=int,
-        default=int(env("max_games", Settings.max_games)),
+        default=env("max_games", Settings.max_games),
         help="active games at most; CreateGame beyond is RESOURCE_EXHAUSTED (default %(default)s)",
     )
     parser.add_argument(
@@ -136,13 +144,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-message-bytes",
-        type=int,
-        default=int(env("max_message_bytes", Settings.max_message_bytes)),
+        type=_at_least_one,
+        default=env("max_message_bytes", Settings.max_message_bytes),
+        help="the largest request accepted, in bytes; a response may be up to 16 times that"
+        " (default %(default)s)",
     )
     parser.add_argument(
         "--grace-seconds",
-        type=float,
-        default=float(env("grace_seconds", Settings.grace_seconds)),
+        type=_seconds,
+        default=env("grace_seconds", Settings.grace_seconds),
     )
     parser.add_argument("--tls-cert", default=env("tls_cert", ""))
     parser.add_argument("--tls-key", default=env("tls_key", ""))

@@ -7,7 +7,7 @@
         await seat.submit({"type": "bid", "amount": 250})
 
 Rules queries need no game: ``await client.score_meld("partnership", ["AH", "10H"], "H")``,
-``legal_plays``, ``trick_winner`` and ``score_hand`` return typed answers.
+``legal_plays``, ``trick_winner``, ``trick_points`` and ``score_hand`` return typed answers.
 
 Refusals raise ``RefereeError`` with the gRPC code, the A.5 violation code (``reason``), the
 game's current version and the offending fields, read from the rich error details.

@@ -119,9 +119,10 @@ class HandScore:
 class RefereeClient:
     """An ``asyncio`` client. Use as an async context manager or call ``close()``.
 
-    ``rules`` queries (GAME_RECORD.md §3) need no game or token: ``score_meld``, ``legal_plays``,
-    ``trick_winner`` and ``score_hand``. A query the rules refuse raises ``RefereeError``
-    (INVALID_ARGUMENT, ``fields`` naming the input at fault: ``hand[0]``, ``trump``, ...).
+    ``rules`` queries (GAME_RECORD.md §3) need no game or token: ``score_meld``,
+    ``legal_plays``, ``trick_winner``, ``trick_points`` and ``score_hand``. A query the rules
+    refuse raises ``RefereeError`` (INVALID_ARGUMENT, ``fields`` naming the input at fault:
+    ``hand[0]``, ``trump``, ...).
     """
 
     def __init__(
