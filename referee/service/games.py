@@ -198,6 +198,9 @@ class GameManager:
         self.finished: OrderedDict[str, LiveGame] = OrderedDict()  # least recently used first
         self.finished_kept = finished_kept
         self._loading: dict[str, asyncio.Lock] = {}
+        # Games whose announced change could not be folded in (the store failed meanwhile):
+        # keep_house tries again, since no further announcement may come for them.
+        self.behind: set[str] = set()
 
     # ----------------------------------------------------------------------------------------
     # Creating and loading games
@@ -378,6 +381,12 @@ class GameManager:
                     self._retire(live)
                 else:
                     self.games[game_id] = live
+                    if self.shared_store:
+                        # Another replica's commit announced while the log was read found no
+                        # game here to fold into (follow_changes passes over games it does not
+                        # hold): read on from where the log ended, now that it is held.
+                        async with live.lock:
+                            await self._catch_up(live)
                 return live
         finally:
             # Issue 4 (limits): requests naming unknown games, from anyone, must not grow this
@@ -474,16 +483,26 @@ class GameManager:
             else:
                 held = [live] if (live := self.games.get(game_id)) is not None else []
             for live in held:
-                # Wait for the lock even when a submit holds it: that submit may have caught
-                # up before this commit landed, and watchers must still see it.
-                try:
-                    async with live.lock:
-                        await self._catch_up(live)
-                except Exception:
-                    log.exception("catch_up_failed", game_id=live.record.game_id)
+                await self._fold_in(live, log)
+
+    async def _fold_in(self, live: LiveGame, log: structlog.stdlib.BoundLogger) -> None:
+        """Catch ``live`` up with the store's log; if the store fails, it goes among the games
+        ``behind``, which ``keep_house`` catches up later."""
+        game_id = live.record.game_id
+        # Wait for the lock even when a submit holds it: that submit may have caught up before
+        # this commit landed, and watchers must still see it.
+        try:
+            async with live.lock:
+                await self._catch_up(live)
+        except Exception:
+            self.behind.add(game_id)
+            log.exception("catch_up_failed", game_id=game_id)
+        else:
+            self.behind.discard(game_id)
 
     async def keep_house(self, every: float) -> None:
-        """Every ``every`` seconds (until cancelled): drop idle games from memory
+        """Every ``every`` seconds (until cancelled): catch up the games ``behind`` (an
+        announced change that failed to fold in), drop idle games from memory
         (``evict_idle_games``) and set ``referee_games_active`` from the store.
 
         A replica counts the games it creates and sees end, but games also become idle, and
@@ -494,6 +513,12 @@ class GameManager:
         log = structlog.get_logger("referee.games")
         while True:
             await asyncio.sleep(every)
+            for game_id in list(self.behind):
+                live = self.games.get(game_id)
+                if live is None:
+                    self.behind.discard(game_id)  # left memory: a load reads the whole log
+                else:
+                    await self._fold_in(live, log)
             evicted = await self.evict_idle_games()
             if evicted:
                 log.info("idle_games_evicted", games=evicted, held=len(self.games))

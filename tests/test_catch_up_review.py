@@ -1,0 +1,158 @@
+"""Replicas sharing a store (review of the PostgreSQL deployment): a replica folds in the other
+replicas' commits as the store announces them (``GameManager.follow_changes``). Two ways an
+announcement used to be lost for good, leaving the replica's copy, its reads and its watchers a
+version behind until the game's next commit there:
+
+* it arrived while the replica was loading the game (the game was not held yet);
+* folding it in failed (the store failed meanwhile).
+
+The store here is SQLite, shared by two managers in one process; the announcements come from a
+queue the test fills, so every order is forced, not hoped for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest_asyncio
+
+from referee.service.games import GameManager
+from referee.store.base import GameStore, LogRow, StoreError
+from referee.store.sqlite import SqliteStore
+from tests.service_helpers import quiet_logs
+
+BOUND = 10.0  # seconds any wait below may take before the test fails
+
+
+class AnnouncedStore:
+    """A store whose announcements (``changes``) the test makes, and whose next ``load_log``
+    the test can hold back (after it has read its rows) or fail."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+        self.announced: asyncio.Queue[str] = asyncio.Queue()
+        self.holding = False  # the next load_log waits for ``gate`` once it has read
+        self.read = asyncio.Event()  # set when a held load_log has read its rows
+        self.gate = asyncio.Event()
+        self.failing = 0  # how many load_log calls still fail
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def load_log(self, game_id: str, after_seq: int = 0) -> Sequence[LogRow]:
+        if self.failing:
+            self.failing -= 1
+            raise StoreError("the store failed (test)")
+        rows = await self.store.load_log(game_id, after_seq)
+        if self.holding:
+            self.holding = False
+            self.read.set()
+            await asyncio.wait_for(self.gate.wait(), BOUND)
+        return rows
+
+    async def changes(self) -> AsyncIterator[str]:
+        while True:
+            yield await self.announced.get()
+
+
+@dataclass
+class Pair:
+    shared: AnnouncedStore
+    player: GameManager  # the replica where the game is played
+    follower: GameManager  # the replica that follows it through announcements
+    game_id: str
+    seats: list[str]
+
+    async def act(self, seat: int, action: dict[str, object]) -> int:
+        live = await self.player.load(self.game_id)
+        response = await self.player.submit(
+            self.game_id, self.seats[seat], action, live.state.version, ""
+        )
+        return response.version
+
+    async def announce(self) -> None:
+        """Announce the game and wait until the follower has taken the announcement."""
+        await self.shared.announced.put(self.game_id)
+        for _ in range(int(BOUND / 0.01)):
+            if self.shared.announced.empty():
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # and handled it
+
+    async def followed_version(self, version: int) -> int:
+        """The follower's version of the game once it reaches ``version`` (or BOUND passes)."""
+        for _ in range(int(BOUND / 0.01)):
+            live = self.follower.games.get(self.game_id)
+            if live is not None and live.state.version >= version:
+                break
+            await asyncio.sleep(0.01)
+        live = self.follower.games.get(self.game_id)
+        assert live is not None
+        return live.state.version
+
+
+@pytest_asyncio.fixture
+async def pair(tmp_path: Path) -> AsyncIterator[Pair]:
+    store = SqliteStore(tmp_path / "shared.db")
+    await store.open()
+    quiet_logs()
+    shared = AnnouncedStore(store)
+    player = GameManager(store, shared_store=True)
+    follower = GameManager(cast(GameStore, shared), shared_store=True)
+    created = await player.create(
+        variant="partnership",
+        options=None,
+        first_dealer=0,
+        deal_mode={"mode": "seed", "seed": "catch-up"},
+        players=[],
+        token=None,
+    )
+    following = asyncio.create_task(follower.follow_changes())
+    try:
+        yield Pair(shared, player, follower, created.game_id, created.seat_tokens)
+    finally:
+        shared.gate.set()
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        await store.close()
+
+
+async def test_a_commit_announced_while_the_follower_loads_the_game_is_folded_in(
+    pair: Pair,
+) -> None:
+    assert await pair.act(1, {"type": "bid", "amount": 250}) == 1
+    pair.shared.holding = True
+    loading = asyncio.create_task(pair.follower.load(pair.game_id))
+    await asyncio.wait_for(pair.shared.read.wait(), BOUND)  # the follower has read version 1
+    # Meanwhile the game moves on and the store announces it: the follower does not hold the
+    # game yet, so follow_changes has nothing to fold it into.
+    assert await pair.act(2, {"type": "pass"}) == 2
+    await pair.announce()
+    pair.shared.gate.set()
+    await asyncio.wait_for(loading, BOUND)
+    assert await pair.followed_version(2) == 2
+
+
+async def test_a_change_that_failed_to_fold_in_is_caught_up_by_housekeeping(pair: Pair) -> None:
+    await pair.follower.load(pair.game_id)
+    assert await pair.act(1, {"type": "bid", "amount": 250}) == 1
+    pair.shared.failing = 1
+    await pair.announce()  # folding it in fails: no further announcement will come
+    assert pair.shared.failing == 0
+    assert pair.game_id in pair.follower.behind
+    assert pair.follower.games[pair.game_id].state.version == 0
+    housekeeping = asyncio.create_task(pair.follower.keep_house(0.05))
+    try:
+        assert await pair.followed_version(1) == 1  # housekeeping caught it up
+        for _ in range(int(BOUND / 0.01)):
+            if not pair.follower.behind:
+                break
+            await asyncio.sleep(0.01)
+        assert not pair.follower.behind
+    finally:
+        housekeeping.cancel()
+        await asyncio.gather(housekeeping, return_exceptions=True)
