@@ -35,6 +35,7 @@ from referee.service import games as games_module
 from referee.service import servicers as servicers_module
 from referee.service.convert import dict_to_struct
 from referee.service.server import Settings, start_server
+from referee.store.base import StoreError
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,
     CLIENT_MISTAKE_CODES,
@@ -217,6 +218,35 @@ async def test_create_game_is_capped(tmp_path: Path) -> None:
         # A finished game frees its place.
         await play(first, random.Random(0))
         await new_table(srv.client, "cutthroat")
+
+
+async def test_concurrent_creations_do_not_pass_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: each CreateGame counted the active games, then stored its own; forty at once all
+    counted the same few games and together went far past the cap."""
+    async with serving(tmp_path, max_games=5) as srv:
+        outcomes = await asyncio.gather(
+            *(srv.client.create_game("partnership") for _ in range(40)), return_exceptions=True
+        )
+        created = [o for o in outcomes if not isinstance(o, BaseException)]
+        refusals = [o for o in outcomes if isinstance(o, RefereeError)]
+        assert len(created) == 5 and len(refusals) == 35
+        assert {r.code for r in refusals} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+        assert await srv.running.store.count_active_games() == 5
+        # A creation that fails frees its place.
+        store = srv.running.games.store
+
+        async def failing(*args: Any) -> None:
+            raise StoreError("the store failed (test)")
+
+        srv.running.games.max_active_games = 6
+        monkeypatch.setattr(store, "create_game", failing)
+        assert (await refused(srv.client.create_game("partnership"))).code == (
+            grpc.StatusCode.UNAVAILABLE
+        )
+        monkeypatch.undo()
+        await srv.client.create_game("partnership")  # the sixth place was free again
 
 
 async def test_request_size_is_limited(tmp_path: Path) -> None:

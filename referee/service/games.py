@@ -198,6 +198,8 @@ class GameManager:
         self.finished: OrderedDict[str, LiveGame] = OrderedDict()  # least recently used first
         self.finished_kept = finished_kept
         self._loading: dict[str, asyncio.Lock] = {}
+        self._counting = asyncio.Lock()  # the cap's count and the creations it admits
+        self._creating = 0  # creations admitted and not yet stored (or failed)
         # Games whose announced change could not be folded in (the store failed meanwhile):
         # keep_house tries again, since no further announcement may come for them.
         self.behind: set[str] = set()
@@ -244,11 +246,29 @@ class GameManager:
                     "given deals need the server's adjudicator credential",
                 )
             self._check_given_deals(rules, first_dealer, deal_mode)
-        if await self.store.count_active_games(self.active_since()) >= self.max_active_games:
-            raise ServiceError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"this server keeps at most {self.max_active_games} active games",
-            )
+        # The count and the creations it lets through are one step: concurrent CreateGames
+        # each counted the same games before any was stored, and together went past the cap.
+        # Creations under way count too (the writes themselves still share transactions).
+        async with self._counting:
+            active = await self.store.count_active_games(self.active_since())
+            if active + self._creating >= self.max_active_games:
+                raise ServiceError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"this server keeps at most {self.max_active_games} active games",
+                )
+            self._creating += 1
+        try:
+            return await self._create(rules, first_dealer, deal_mode, players)
+        finally:
+            self._creating -= 1
+
+    async def _create(
+        self,
+        rules: RuleSet,
+        first_dealer: int,
+        deal_mode: Mapping[str, object],
+        players: Sequence[str],
+    ) -> Created:
         game_id = secrets.token_hex(12)
         seat_tokens = [new_token() for _ in range(rules.players)]
         spectator, adjudicator = new_token(), new_token()
