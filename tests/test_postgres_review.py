@@ -381,6 +381,27 @@ async def test_a_foreign_row_lock_does_not_starve_the_pool(schema: str) -> None:
         await store.close()
 
 
+async def test_commits_are_synchronous_whatever_the_database_says(schema: str) -> None:
+    """Review: durability must not depend on the server's configuration: a database or role
+    with synchronous_commit = off (here: the connection string's options) would acknowledge
+    actions a crash can lose."""
+    separator = "&" if "?" in POSTGRES_URL else "?"
+    url = f"{POSTGRES_URL}{separator}options=-c%20synchronous_commit%3Doff"
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as plain:
+        cursor = await plain.execute("SHOW synchronous_commit")
+        assert await cursor.fetchall() == [("off",)]  # what an unconfigured session gets
+    store = PostgresStore(url, schema=schema, max_size=2)
+    await store.open()
+    try:
+        pool = store._pool
+        assert pool is not None
+        async with pool.connection() as conn:
+            cursor = await conn.execute("SHOW synchronous_commit")
+            assert await cursor.fetchall() == [("on",)]
+    finally:
+        await store.close()
+
+
 async def test_pool_timeout_is_a_store_error(schema: str) -> None:
     """Pins: with every pooled connection busy, a request waits the pool's timeout
     (POOL_TIMEOUT_SECONDS; psycopg's default of 30 s outlived most client deadlines) and then

@@ -182,6 +182,9 @@ SESSION_LIMITS = (
     ("lock_timeout", "2s"),  # a game row is locked for one commit's few milliseconds
     ("statement_timeout", "15s"),
     ("idle_in_transaction_session_timeout", "30s"),
+    # An action is acknowledged only once durable (issue 4): a database or role configured
+    # with synchronous_commit = off would otherwise lose acknowledged actions in a crash.
+    ("synchronous_commit", "on"),
 )
 
 _INSERT_GAME = (
