@@ -16,6 +16,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import psycopg
@@ -25,6 +26,7 @@ from psycopg import sql as pgsql
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.server import Running, Settings, start_server
+from referee.store import postgres as postgres_module
 from referee.store.base import ALL_GAMES, StoreError, UnknownGame
 from referee.store.postgres import POOL_TIMEOUT_SECONDS, SCHEMA_VERSION, PostgresStore
 from tests.service_helpers import Table, actor, new_table, pick, play, play_step, quiet_logs
@@ -419,6 +421,55 @@ async def test_pool_timeout_is_a_store_error(schema: str) -> None:
                 await asyncio.wait_for(store.get_game("g1"), WAIT)
         assert (await store.get_game("g1")).game_id == "g1"
     finally:
+        await store.close()
+
+
+async def test_a_listener_whose_connection_goes_silent_reconnects(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: a listening connection dropped by a firewall without a reset did not fail: its
+    keep-alive waited for TCP's timeout (about a quarter of an hour), hearing nothing, with no
+    warning. The keep-alive now has a deadline; past it the listener reconnects and says "check
+    every game" (what was announced meanwhile is lost; the log is not)."""
+    monkeypatch.setattr(postgres_module, "LISTEN_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(postgres_module, "LISTEN_KEEPALIVE_SECONDS", 0.1)
+    monkeypatch.setattr(postgres_module, "LISTEN_KEEPALIVE_TIMEOUT_SECONDS", 0.3)
+    store = PostgresStore(POSTGRES_URL, schema=schema)
+    await store.open()
+    connect = store._connect
+    connections = 0
+
+    async def first_goes_silent() -> psycopg.AsyncConnection[Any]:
+        nonlocal connections
+        conn = await connect()
+        connections += 1
+        if connections == 1:
+            execute = conn.execute
+
+            async def silent(query: Any, *args: Any, **kwargs: Any) -> Any:
+                if query == "SELECT 1":
+                    await asyncio.sleep(3600)  # the network swallows it
+                return await execute(query, *args, **kwargs)
+
+            monkeypatch.setattr(conn, "execute", silent)
+        return conn
+
+    monkeypatch.setattr(store, "_connect", first_goes_silent)
+    sweeps: asyncio.Queue[str] = asyncio.Queue()
+
+    async def collect() -> None:
+        async for game_id in store.changes():
+            await sweeps.put(game_id)
+
+    following = asyncio.ensure_future(collect())
+    try:
+        assert await asyncio.wait_for(sweeps.get(), WAIT) == ALL_GAMES  # listening
+        assert await asyncio.wait_for(sweeps.get(), WAIT) == ALL_GAMES  # listening again
+        assert connections == 2
+    finally:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
         await store.close()
 
 

@@ -175,6 +175,10 @@ CHANNEL_PREFIX = "pinochle_referee"
 DEFAULT_CONNECT_TIMEOUT = 10.0
 LISTEN_POLL_SECONDS = 0.5  # how often the listener looks up from waiting (close(), keep-alive)
 LISTEN_KEEPALIVE_SECONDS = 15.0  # a silent listener checks its connection this often
+# ... and gives it this long to answer. A connection a firewall or NAT dropped without a reset
+# does not fail: its check would wait for TCP's retransmission timeout (a quarter of an hour),
+# hearing nothing meanwhile, so replicas' watchers would go blind without a word.
+LISTEN_KEEPALIVE_TIMEOUT_SECONDS = 10.0
 RECONNECT_MAX_SECONDS = 10.0
 POOL_TIMEOUT_SECONDS = 10.0  # the longest a request waits for a pooled connection
 # Per connection: how long a statement may wait for a lock or run, and an open transaction idle.
@@ -689,7 +693,15 @@ class PostgresStore:
                                 yield game_id
                     idle = 0.0 if heard else idle + LISTEN_POLL_SECONDS
                     if idle >= LISTEN_KEEPALIVE_SECONDS:
-                        await conn.execute("SELECT 1")  # a dead connection raises here
+                        try:  # a dead connection raises here, a silent one times out
+                            await asyncio.wait_for(
+                                conn.execute("SELECT 1"), LISTEN_KEEPALIVE_TIMEOUT_SECONDS
+                            )
+                        except TimeoutError:
+                            raise StoreError(
+                                "the listening connection did not answer its keep-alive in"
+                                f" {LISTEN_KEEPALIVE_TIMEOUT_SECONDS:g} s"
+                            ) from None
                         idle = 0.0
             except (psycopg.Error, StoreError) as exc:
                 if self._closed:
