@@ -61,22 +61,19 @@ def dict_to_struct(data: Mapping[str, object]) -> struct_pb2.Struct:
 
 def to_value(data: object) -> struct_pb2.Value:
     value = struct_pb2.Value()
+    data = _jsonable(data)  # what a Struct can hold: see the module docstring
     if data is None:
         value.null_value = struct_pb2.NULL_VALUE
     elif isinstance(data, bool):
         value.bool_value = data
     elif isinstance(data, int | float):
-        number = _jsonable(data)
-        if isinstance(number, str):
-            value.string_value = number
-        else:
-            value.number_value = data
+        value.number_value = data
     elif isinstance(data, str):
-        value.string_value = _utf8(data)
+        value.string_value = data
     elif isinstance(data, Mapping):
-        value.struct_value.update(_jsonable(data))  # type: ignore[arg-type]
-    elif isinstance(data, list | tuple):
-        value.list_value.extend([_jsonable(v) for v in data])  # type: ignore[misc]
+        value.struct_value.update(data)
+    elif isinstance(data, list):
+        value.list_value.extend(data)
     else:
         raise TypeError(f"not JSON: {data!r}")
     return value
