@@ -6,6 +6,9 @@ version behind until the game's next commit there:
 * it arrived while the replica was loading the game (the game was not held yet);
 * folding it in failed (the store failed meanwhile).
 
+A replica ignores its own announcements, so a third case needs the same remedy: its own commit
+landed but was reported failed (the connection lost after ``COMMIT``).
+
 The store here is SQLite, shared by two managers in one process; the announcements come from a
 queue the test fills, so every order is forced, not hoped for.
 """
@@ -13,15 +16,16 @@ queue the test fills, so every order is forced, not hoped for.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 import pytest_asyncio
 
 from referee.service.games import GameManager
-from referee.store.base import GameStore, LogRow, StoreError
+from referee.store.base import AuditRow, Commit, GameStore, LogRow, StoreError
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import quiet_logs
 
@@ -156,3 +160,71 @@ async def test_a_change_that_failed_to_fold_in_is_caught_up_by_housekeeping(pair
     finally:
         housekeeping.cancel()
         await asyncio.gather(housekeeping, return_exceptions=True)
+
+
+class LandsThenFails:
+    """A store whose next commit lands and is then reported failed, as when a PostgreSQL
+    connection is lost after ``COMMIT`` was sent."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+        self.failing = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def commit(self, commit: Commit) -> Awaitable[AuditRow]:
+        landed = self.store.commit(commit)
+        if not self.failing:
+            return landed
+
+        async def reported_failed() -> AuditRow:
+            await landed
+            self.failing = False
+            raise StoreError("the connection was lost after COMMIT (test)")
+
+        return reported_failed()
+
+
+async def test_a_commit_that_landed_but_was_reported_failed_reaches_the_watchers(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "shared.db")
+    await store.open()
+    quiet_logs()
+    lands = LandsThenFails(store)
+    manager = GameManager(cast(GameStore, lands), shared_store=True)
+    housekeeping: asyncio.Task[None] | None = None
+    try:
+        created = await manager.create(
+            variant="partnership",
+            options=None,
+            first_dealer=0,
+            deal_mode={"mode": "seed", "seed": "landed"},
+            players=[],
+            token=None,
+        )
+        game_id, seats = created.game_id, created.seat_tokens
+        first_seq = manager.games[game_id].event_count
+        watch = manager.watch(game_id, seats[2], 0, after_seq=first_seq)
+        waiting = asyncio.ensure_future(watch.__anext__())
+        lands.failing = True
+        with pytest.raises(StoreError):
+            await manager.submit(game_id, seats[1], {"type": "bid", "amount": 250}, 0, "r1")
+        assert not lands.failing  # the commit did land
+        assert manager.games[game_id].state.version == 0  # but this replica did not see it
+        assert game_id in manager.behind
+        assert not waiting.done()
+        housekeeping = asyncio.create_task(manager.keep_house(0.05))
+        message = await asyncio.wait_for(waiting, BOUND)
+        assert message.event.kind == "call"  # the watcher is told of the bid
+        assert manager.games[game_id].state.version == 1
+        await cast(AsyncGenerator[object, None], watch).aclose()
+        # The retry is answered from the stored response, as after any lost answer.
+        response = await manager.submit(game_id, seats[1], {"type": "bid", "amount": 250}, 0, "r1")
+        assert response.version == 1
+    finally:
+        if housekeeping is not None:
+            housekeeping.cancel()
+            await asyncio.gather(housekeeping, return_exceptions=True)
+        await store.close()

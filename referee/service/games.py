@@ -866,6 +866,8 @@ class GameManager:
             if isinstance(error, VersionConflict):
                 with contextlib.suppress(ServiceError):
                     await self._conflicted(live, accepted.commit, key, error)
+            else:
+                self._maybe_landed(live)
 
         try:
             await _durably(
@@ -875,7 +877,19 @@ class GameManager:
             )
         except VersionConflict as conflict:
             return await self._conflicted(live, accepted.commit, key, conflict)
+        except Exception:
+            self._maybe_landed(live)
+            raise
         return accepted.response
+
+    def _maybe_landed(self, live: LiveGame) -> None:
+        """The store failed ``live``'s commit, but the commit may have landed all the same
+        (PostgreSQL: the connection lost after ``COMMIT`` was sent). The next submission here
+        would catch up under the lock, but until then this replica's reads and watchers would
+        miss the action, and a replica ignores its own announcements: so the game goes among
+        the games ``behind``, which ``keep_house`` catches up (nothing to read if it did not
+        land)."""
+        self.behind.add(live.record.game_id)
 
     async def _conflicted(
         self, live: LiveGame, commit: Commit, key: str, conflict: VersionConflict
