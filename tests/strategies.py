@@ -270,10 +270,6 @@ def variant_options(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         options["exchange_count"] = draw(st.integers(0, 5))
     if variant == "cutthroat" and draw(st.booleans()):
         options["may_bury_melded_cards"] = draw(st.booleans())
-    if variant == "cutthroat" and options.get("run_shares_marriage_cards"):
-        # Known engine bug (xfail in test_properties): a run sharing its marriage with an extra
-        # trump K or Q leaves the bury with no legal discard unless melded cards may be buried.
-        options["may_bury_melded_cards"] = True
 
     # Saving meld.
     if draw(st.booleans()):
