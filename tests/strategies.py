@@ -27,7 +27,9 @@ from referee.engine.game import Game, SeededDeals
 from referee.engine.state import GameState
 from referee.rules.options import VARIANT_IDS, resolve_options, variant_defaults
 
-#: Variants that a ``Game`` can play now; two-handed game play is a later issue (new_game raises).
+#: The variants these random games play. Two-handed has random games of its own, with its own
+#: policy and checks (``tests/test_two_handed.py``, ``TestRandomGames``): its melds are concrete
+#: entries made after each trick won, and its drawn-card lead names no card.
 PLAYABLE_VARIANTS: tuple[str, ...] = tuple(v for v in VARIANT_IDS if v != "two-handed")
 
 _T = TypeVar("_T")
