@@ -440,9 +440,15 @@ async def test_retried_request_id_is_applied_once(store: GameStore) -> None:
     assert len(await store.load_log("g1")) == 2
     assert len(await store.audit_log("g1")) == 1
 
-    # Request ids are per game.
+    # Request ids are per game: the same id in another game is neither a conflict nor an answer
+    # (issue 4: a retried request_id returns *its* stored response; another game's would hand
+    # its caller that game's view).
     await new_game(store, "g2")
-    await store.commit(make_commit("g2", 0, "req-1"))
+    assert await store.stored_response("g2", "req-1") is None
+    second = make_commit("g2", 0, "req-1")
+    await store.commit(second)
+    assert await store.stored_response("g2", "req-1") == second.response
+    assert await store.stored_response("g1", "req-1") == commit.response
 
 
 async def test_commit_rejects_malformed_input(store: GameStore) -> None:
@@ -525,6 +531,76 @@ async def test_verify_detects_a_rewritten_link(store: GameStore, backend: Backen
     )
     verdict = await store.verify_audit_log("g1")
     assert (verdict.intact, verdict.first_bad_seq) == (False, 3)
+
+
+# Every column the hash covers, with a value of its type that differs from audit_entry's: a
+# change to any of them must be caught (issue 4: VerifyAuditLog reports whether the chain is
+# intact; a field left out of AuditRow.content could be rewritten unnoticed).
+TAMPERED_COLUMNS = {
+    "time": 1_600_000_000.25,
+    "role": "adjudicator",
+    "seat": 2,
+    "rpc": "GetGame",
+    "action": '{"seat":1,"type":"pass"}',
+    "public_action": '{"type":"pass"}',
+    "outcome": "refused",
+    "code": "NOT_YOUR_TURN",
+    "request_id": "forged",
+    "version": 9,
+}
+
+
+@pytest.mark.parametrize("column", sorted(TAMPERED_COLUMNS))
+async def test_verify_detects_a_change_to_any_hashed_column(
+    store: GameStore, backend: Backend, column: str
+) -> None:
+    """Pinned: each column of an audit row is covered by its hash, not just ``code``."""
+    await new_game(store)
+    await commit_many(store, "g1", 4)
+    await backend.sql(
+        f"UPDATE audit SET {column} = ? WHERE game_id = ? AND seq = 2",
+        (TAMPERED_COLUMNS[column], "g1"),
+    )
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 2), column
+
+
+async def test_verify_detects_a_rewritten_link_inside_the_log(
+    store: GameStore, backend: Backend
+) -> None:
+    """Pinned: a middle row rewritten with a forged predecessor and its own hash recomputed is
+    caught at that row by its link, although every later row still matches its own hash and
+    the game's recorded head is untouched."""
+    await new_game(store)
+    await commit_many(store, "g1", 5)
+    row = (await store.audit_log("g1"))[2]
+    forged = row._replace(previous_hash="f" * 64)
+    forged = forged._replace(hash=forged.computed_hash())
+    await backend.sql(
+        "UPDATE audit SET previous_hash = ?, hash = ? WHERE game_id = ? AND seq = 3",
+        (forged.previous_hash, forged.hash, "g1"),
+    )
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 3)
+
+
+async def test_verify_detects_a_consistently_rewritten_last_row(
+    store: GameStore, backend: Backend
+) -> None:
+    """Pinned: the last row rewritten with its link intact and its hash recomputed matches
+    everything in the audit table; only the head the game records (issue 4: a tampered row is
+    detected) shows it was changed."""
+    await new_game(store)
+    await commit_many(store, "g1", 3)
+    row = (await store.audit_log("g1"))[-1]
+    forged = row._replace(code="NOT_YOUR_TURN", outcome="refused")
+    forged = forged._replace(hash=forged.computed_hash())
+    await backend.sql(
+        "UPDATE audit SET code = ?, outcome = ?, hash = ? WHERE game_id = ? AND seq = 3",
+        (forged.code, forged.outcome, forged.hash, "g1"),
+    )
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 3, 3)
 
 
 async def test_verify_detects_deleted_rows(store: GameStore, backend: Backend) -> None:
