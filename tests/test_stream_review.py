@@ -226,10 +226,19 @@ async def test_after_seq_beyond_the_last_event_is_refused(srv: Served) -> None:
         error = await refused(asyncio.wait_for(anext(session.watch(0, after_seq=last + 1)), 5))
         assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["after_seq"]
         assert f"seq {last})" in error.message
-    stream: Any = table.seats[0].watch(0, after_seq=last)
+    # The cursor must reach the server while it is still the last event's: a stream opened
+    # lazily (the client's generator) after the next action would test a cursor behind it.
+    request = pb.WatchGameRequest(game_id=table.game_id, after_seq=last)
+    call = srv.referee.WatchGame(request, metadata=bearer(table.seat_tokens[0]))
+    live = srv.running.games.games[table.game_id]
+    async with asyncio.timeout(5):
+        while not live.watchers and not call.done():
+            await asyncio.sleep(0.005)
+    assert not call.done(), await call.details()  # following the game, not refused
     await table.seats[1].submit({"type": "pass"})
-    items = await asyncio.wait_for(until_idle(stream), 5)
-    assert [int(i["event"]["seq"]) for i in items] == [last + 1]
+    message = await asyncio.wait_for(call.read(), 5)
+    assert isinstance(message, pb.WatchGameResponse) and message.event.seq == last + 1
+    call.cancel()
 
 
 async def test_the_real_window_snapshot_and_its_continuation(srv: Served) -> None:
