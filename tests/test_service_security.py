@@ -322,7 +322,16 @@ async def test_a_game_token_is_worthless_in_another_game_and_creation(srv: Serve
 async def test_malformed_authorization_header_is_unauthenticated(srv: Served) -> None:
     table = await new_table(srv.client, "partnership", seed="hdr")
     get = pb.GetGameRequest(game_id=table.game_id)
-    for value in ("Basic abc", "Bearer", "bearer  ", table.seat_tokens[0]):
+    # Issue 4: tokens travel as "authorization: Bearer <token>"; a valid token under another
+    # scheme is refused too, not only a garbage one.
+    for value in (
+        "Basic abc",
+        f"Basic {table.seat_tokens[0]}",
+        f"Token {table.seat_tokens[0]}",
+        "Bearer",
+        "bearer  ",
+        table.seat_tokens[0],
+    ):
         md = (("authorization", value),)
         error = await refused(srv.referee.GetGame(get, metadata=md))
         assert error.code == grpc.StatusCode.UNAUTHENTICATED, value
