@@ -20,8 +20,10 @@ import grpc
 import pytest
 import pytest_asyncio
 from google.protobuf import struct_pb2
+from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_status import rpc_status
 from pinochle_client import RefereeError
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -411,6 +413,64 @@ async def test_malformed_actions_are_invalid_argument(srv: Served) -> None:
     )
     assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["game_id"]
     assert (await table.adj.view())["version"] == 0
+    # The limit itself is allowed (games.MAX_REQUEST_ID, 128 characters).
+    answer = await table.seats[1].submit({"type": "pass"}, expected_version=0, request_id="x" * 128)
+    assert answer["version"] == 1
+
+
+async def test_error_info_names_the_services_domain(srv: Served) -> None:
+    """Pinned: google.rpc.ErrorInfo's ``reason`` is unique only within its ``domain``, which the
+    spec makes required; every refusal names ``pinochle-referee`` (errors.DOMAIN), so a client in
+    any language can tell the A.5 codes from another component's reasons."""
+    table = await new_table(srv.client, "partnership", seed="domain")
+    request = pb.SubmitActionRequest(
+        game_id=table.game_id, action=raw_action({"type": "pass"}), expected_version=0
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await srv.referee.SubmitAction(request, metadata=bearer(table.seat_tokens[2]))
+    status = rpc_status.from_call(caught.value)  # type: ignore[arg-type]  # aio errors are Calls
+    assert status is not None
+    infos = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            infos.append((info.reason, info.domain))
+    assert infos == [("NOT_YOUR_TURN", "pinochle-referee")]
+
+
+async def test_optional_action_fields_reach_the_rules(srv: Served) -> None:
+    """Pinned: the Action oneof's optional fields (a pass's ``help``, a meld's ``points`` claim)
+    reach the engine's one decoder (convert.action_to_json), so the rules judge what was sent
+    (issue 4: SubmitAction takes the Part A.4 actions; A.5 codes for what the rules refuse)."""
+    off = {"allow_pass_with_help": False}
+    table = await new_table(srv.client, "partnership", off, seed="fields")
+    # help is refused where the option is off: dropped on the way in, it would be a plain pass.
+    error = await refused(table.seats[1].submit({"type": "pass", "help": True}))
+    assert (error.code, error.reason, error.fields) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "MALFORMED_ACTION",
+        ["action.help"],
+    )
+    helped = await new_table(srv.client, "partnership", seed="fields")  # on by default
+    answer = await helped.seats[1].submit({"type": "pass", "help": True})
+    auction = (await helped.adj.view())["hand"]["auction"]
+    assert auction == [{"seat": 1, "type": "pass", "help": True}]
+    assert answer["version"] == 1
+    # A meld claiming points its cards are not worth is MELD_MISCOUNT, not scored as shown.
+    rng = random.Random(8)
+    while (hand := (await table.adj.view())["hand"])["phase"] != "meld":
+        turn = hand["turn"]
+        await table.seats[turn].submit(pick(await table.seats[turn].legal_actions(), rng))
+    turn = hand["turn"]
+    version = (await table.adj.view())["version"]
+    error = await refused(table.seats[turn].submit({"type": "meld", "cards": [], "points": 20}))
+    assert (error.code, error.reason, error.fields, error.version) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "MELD_MISCOUNT",
+        ["action.points"],
+        version,
+    )
 
 
 async def test_stale_expected_version_is_aborted_with_the_current_version(srv: Served) -> None:
@@ -638,9 +698,13 @@ async def test_audit_log_shows_seats_the_public_part_and_logs_refusals(srv: Serv
     await refused(table.seats[1].submit({"type": "pass"}, expected_version=5))  # stale
     await refused(table.seats[1].submit({"type": "play", "card": "ZZ"}, expected_version=0))
     spectator = srv.client.seat(table.game_id, table.spectator_token)
-    await refused(spectator.submit({"type": "pass"}, expected_version=0))  # PERMISSION_DENIED
+    await refused(  # PERMISSION_DENIED
+        spectator.submit({"type": "pass"}, expected_version=0, request_id="spectator-1")
+    )
     intruder = srv.client.seat(table.game_id, "not-a-token")
-    await refused(intruder.submit({"type": "bid", "amount": 250}, expected_version=0))
+    await refused(
+        intruder.submit({"type": "bid", "amount": 250}, expected_version=0, request_id="intr-1")
+    )
     # Play until the partner has passed cards to the declarer.
     while True:
         hand = (await table.adj.view())["hand"]
@@ -663,6 +727,10 @@ async def test_audit_log_shows_seats_the_public_part_and_logs_refusals(srv: Serv
         ("AUDIT_OUTCOME_REFUSED", "UNAUTHENTICATED"),
     ]
     assert full[3]["role"] == "ROLE_SPECTATOR"
+    # Issue 4: the log names who sent each request. A wrong token is nobody's role (not the
+    # spectator's), and a request refused before the rules keeps its request_id.
+    assert full[4].get("role", "ROLE_UNSPECIFIED") == "ROLE_UNSPECIFIED"
+    assert (full[3]["request_id"], full[4]["request_id"]) == ("spectator-1", "intr-1")
     assert all(e["outcome"] == "AUDIT_OUTCOME_ACCEPTED" for e in full[5:])
     passed = next(e for e in full if e["action"]["type"] == "pass_cards")
     assert len(passed["action"]["cards"]) == 4

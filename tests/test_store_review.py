@@ -282,7 +282,10 @@ async def test_a_submission_refused_by_the_stores_version_check_is_audited(
     await games.submit(created.game_id, created.seat_tokens[1], BID, 0, "bid-1")
     with pytest.raises(ServiceError) as caught:
         await other.submit(created.game_id, created.seat_tokens[1], PASS, 0, "pass-late")
-    assert caught.value.code == grpc.StatusCode.ABORTED
+    # Issue 4: the loser gets ABORTED with the *current* version (1, made by the other replica),
+    # not the stale one it sent, so a client can refresh and resend.
+    assert (caught.value.code, caught.value.reason) == (grpc.StatusCode.ABORTED, "STALE_VERSION")
+    assert caught.value.metadata == {"version": "1"}
     audit = await audit_of(sqlite, created.game_id)
     assert [(r.request_id, r.outcome) for r in audit if r.request_id == "pass-late"] == [
         ("pass-late", "refused")
@@ -313,6 +316,7 @@ async def test_a_request_id_reused_at_the_current_version_is_not_a_phantom_confl
         "REQUEST_ID_REUSED",
         "request_id",
     )
+    assert caught.value.metadata == {"version": "4"}  # ErrorInfo carries the current version
     assert (await games.submit(gid, tokens[1], action, 4, "y")).version == 5  # a new id works
     audit = await audit_of(sqlite, gid)
     assert [r.request_id for r in audit].count("x") == 2, "both uses of x are in the audit log"
