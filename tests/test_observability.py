@@ -21,6 +21,7 @@ from grpc_health.v1 import health_pb2
 from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.service import logline
 from referee.service.server import ObservabilityInterceptor, UtcTimestamp, configure_logging
 from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
@@ -251,6 +252,25 @@ async def test_a_huge_id_in_a_request_is_cut_on_the_log_line(
     assert line["game"].startswith("g" * 200) and line["game"].endswith("(100000 characters)")
     assert len(line["game"]) < 300 and line["request_id"] == "r" * 100
     assert line["outcome"] == "refused"
+
+
+def test_log_line_fields_keep_zeros_and_cut_long_strings_at_max_field() -> None:
+    """Pinned (issue 4: one canonical line per RPC with game, seat, ...): seat 0 and version 0
+    are real values and stay on the line; only None and "" are left out; a string is kept whole
+    up to MAX_FIELD characters and cut beyond."""
+    token = logline.begin(rpc="SubmitAction")
+    try:
+        logline.annotate(seat=0, version=0, code="", action=None)
+        logline.annotate(request_id="r" * logline.MAX_FIELD, game="g" * (logline.MAX_FIELD + 1))
+    finally:
+        fields = logline.end(token)
+    assert {k: v for k, v in fields.items() if k not in ("request_id", "game")} == {
+        "rpc": "SubmitAction",
+        "seat": 0,
+        "version": 0,
+    }
+    assert fields["request_id"] == "r" * logline.MAX_FIELD
+    assert fields["game"] == f"{'g' * logline.MAX_FIELD}... ({logline.MAX_FIELD + 1} characters)"
 
 
 async def test_every_call_about_a_game_names_it_on_its_log_line_even_when_refused(
