@@ -350,6 +350,19 @@ async def test_count_active_games_since_the_last_accepted_action(store: GameStor
     assert await store.count_active_games(active_since=1_700_000_101.6) == 1
 
 
+async def test_count_active_games_leaves_out_the_games_named(store: GameStore) -> None:
+    """The game manager counts its creations under way itself, so the count leaves them out
+    (an unknown id, or a finished game, changes nothing)."""
+    for game_id in ("a", "b", "c"):
+        await new_game(store, game_id, created_at=1_000.0)
+    await new_game(store, "d", over=True)
+    assert await store.count_active_games(excluding=["b"]) == 2
+    assert await store.count_active_games(excluding={"a", "c", "d", "unknown"}) == 1
+    assert await store.count_active_games(active_since=1_000.0, excluding=("a",)) == 2
+    assert await store.count_active_games(active_since=1_000.1, excluding=("a",)) == 0
+    assert await store.count_active_games(excluding=()) == 3
+
+
 # -- commits --------------------------------------------------------------------------------
 
 

@@ -199,7 +199,7 @@ class GameManager:
         self.finished_kept = finished_kept
         self._loading: dict[str, asyncio.Lock] = {}
         self._counting = asyncio.Lock()  # the cap's count and the creations it admits
-        self._creating = 0  # creations admitted and not yet stored (or failed)
+        self._creating: set[str] = set()  # ids of creations admitted, not yet stored or failed
         # Games whose announced change could not be folded in (the store failed meanwhile):
         # keep_house tries again, since no further announcement may come for them.
         self.behind: set[str] = set()
@@ -248,28 +248,34 @@ class GameManager:
             self._check_given_deals(rules, first_dealer, deal_mode)
         # The count and the creations it lets through are one step: concurrent CreateGames
         # each counted the same games before any was stored, and together went past the cap.
-        # Creations under way count too (the writes themselves still share transactions).
+        # Creations under way count too (the writes themselves still share transactions), each
+        # exactly once: the read leaves them out and they are added by name, since a commit
+        # may land (and be seen, or not, by the read) while the count is read. Counted as a
+        # number, a creation whose commit the read saw was counted twice (a place refused),
+        # and one that finished after the read began was missed (the cap passed by one).
+        game_id = secrets.token_hex(12)
         async with self._counting:
-            active = await self.store.count_active_games(self.active_since())
-            if active + self._creating >= self.max_active_games:
+            creating = frozenset(self._creating)
+            active = await self.store.count_active_games(self.active_since(), excluding=creating)
+            if active + len(creating) >= self.max_active_games:
                 raise ServiceError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     f"this server keeps at most {self.max_active_games} active games",
                 )
-            self._creating += 1
+            self._creating.add(game_id)
         try:
-            return await self._create(rules, first_dealer, deal_mode, players)
+            return await self._create(game_id, rules, first_dealer, deal_mode, players)
         finally:
-            self._creating -= 1
+            self._creating.discard(game_id)
 
     async def _create(
         self,
+        game_id: str,
         rules: RuleSet,
         first_dealer: int,
         deal_mode: Mapping[str, object],
         players: Sequence[str],
     ) -> Created:
-        game_id = secrets.token_hex(12)
         seat_tokens = [new_token() for _ in range(rules.players)]
         spectator, adjudicator = new_token(), new_token()
         record = GameRecord(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -258,11 +258,16 @@ class GameStore(Protocol):
     async def list_games(self, active_only: bool = False) -> list[str]:
         """Ids of stored games (active: not over)."""
 
-    async def count_active_games(self, active_since: float | None = None) -> int:
+    async def count_active_games(
+        self, active_since: float | None = None, excluding: Collection[str] = ()
+    ) -> int:
         """Games not over; with ``active_since``, only those whose last accepted action (or
         creation, before the first) was at or after that time (the wall clock of
         ``GameRecord.created_at`` and ``AuditRow.time``). Idle games still exist and play on:
-        they only stop counting against the server's cap of active games."""
+        they only stop counting against the server's cap of active games.
+
+        The games named in ``excluding`` are left out: the caller's creations under way, which
+        it counts itself, whether or not their commits have landed when the count is read."""
 
     def changes(self) -> AsyncIterator[str]:
         """Ids of games that another process changed, as they change (may never yield).

@@ -41,7 +41,7 @@ import contextlib
 import hashlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -643,15 +643,20 @@ class PostgresStore:
 
         return await self._read(query)
 
-    async def count_active_games(self, active_since: float | None = None) -> int:
+    async def count_active_games(
+        self, active_since: float | None = None, excluding: Collection[str] = ()
+    ) -> int:
+        sql = "SELECT COUNT(*) FROM games WHERE NOT over"
+        params: list[object] = []
+        if active_since is not None:
+            sql += " AND last_active_at >= %s"
+            params.append(active_since)
+        if excluding:
+            sql += " AND NOT (game_id = ANY(%s))"
+            params.append(list(excluding))
+
         async def query(conn: Connection) -> int:
-            if active_since is None:
-                cursor = await conn.execute("SELECT COUNT(*) FROM games WHERE NOT over")
-            else:
-                cursor = await conn.execute(
-                    "SELECT COUNT(*) FROM games WHERE NOT over AND last_active_at >= %s",
-                    (active_since,),
-                )
+            cursor = await conn.execute(sql, params)
             row = await cursor.fetchone()
             return int(row[0]) if row is not None else 0
 

@@ -45,7 +45,7 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -866,16 +866,20 @@ class SqliteStore:
 
         return await self._read(query)
 
-    async def count_active_games(self, active_since: float | None = None) -> int:
+    async def count_active_games(
+        self, active_since: float | None = None, excluding: Collection[str] = ()
+    ) -> int:
+        sql = "SELECT COUNT(*) FROM games WHERE over = 0"
+        params: list[object] = []
+        if active_since is not None:
+            sql += " AND last_active_at >= ?"
+            params.append(active_since)
+        if excluding:
+            sql += f" AND game_id NOT IN (?{', ?' * (len(excluding) - 1)})"
+            params += excluding
+
         def query(conn: sqlite3.Connection) -> int:
-            if active_since is None:
-                rows = conn.execute("SELECT COUNT(*) FROM games WHERE over = 0").fetchall()
-            else:
-                rows = conn.execute(
-                    "SELECT COUNT(*) FROM games WHERE over = 0 AND last_active_at >= ?",
-                    (active_since,),
-                ).fetchall()
-            ((count,),) = rows
+            ((count,),) = conn.execute(sql, params).fetchall()
             return int(count)
 
         return await self._read(query)
