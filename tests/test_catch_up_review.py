@@ -228,3 +228,18 @@ async def test_a_commit_that_landed_but_was_reported_failed_reaches_the_watchers
             housekeeping.cancel()
             await asyncio.gather(housekeeping, return_exceptions=True)
         await store.close()
+
+
+async def test_a_game_played_on_another_replica_is_active_on_this_one(pair: Pair) -> None:
+    """Folding another replica's actions in moves the game's last activity on here too, so
+    this replica does not drop a game in play from memory as idle (nor count it as idle)."""
+    now = [pair.follower.clock()]
+    pair.follower.clock = lambda: now[0]
+    await pair.follower.load(pair.game_id)
+    now[0] += 2 * pair.follower.idle_after  # idle by now, unless it was played meanwhile
+    assert await pair.act(1, {"type": "bid", "amount": 250}) == 1
+    await pair.announce()
+    assert await pair.followed_version(1) == 1
+    assert pair.follower.games[pair.game_id].active_at == now[0]
+    assert await pair.follower.evict_idle_games() == 0
+    assert pair.game_id in pair.follower.games
