@@ -295,3 +295,40 @@ async def test_a_killed_replica_loses_nothing_acknowledged(cluster: Cluster) -> 
                     seat, action, _ = await _next_move(table, rng)
                     await table.seats[seat].submit(action)
                 assert await table.spectator.verify_audit_log()
+
+
+async def test_the_command_line_exports_a_game_from_postgresql(cluster: Cluster) -> None:
+    """Issue 4: ``pinochle-referee export GAME_ID`` reads the store, PostgreSQL included
+    (``--db`` URL and ``--db-schema``), and gives the record ``ExportGame`` gives."""
+    rng = random.Random(6)
+    client = RefereeClient(cluster.a.address)
+    game = await client.create_game("partnership", seed="export")
+    adjudicator = client.session(game.game_id, game.adjudicator_token)
+    a = await _table(cluster.a.address, game)
+    async with _closing([a, Table(client, [], adjudicator)]):
+        for _ in range(6):
+            seat, action, _ = await _next_move(a, rng)
+            await a.seats[seat].submit(action)
+        record = await adjudicator.export()
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [
+            sys.executable,
+            "-m",
+            "referee.cli",
+            "export",
+            game.game_id,
+            "--db",
+            POSTGRES_URL,
+            "--db-schema",
+            cluster.schema,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == record
+    assert len(record["hands"][0]["actions"]) == 6
