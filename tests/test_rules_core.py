@@ -129,6 +129,28 @@ class TestLadder:
         )
         assert legal_plays(hand, trick, parse_suit("H"), relaxed) == tuple(cards("AC"))
 
+    def test_beat_highest_led_card_beats_the_highest_not_the_first(self) -> None:
+        """§1.5 / A.2 ``head_when_trumped: beat_highest_led_card``: once the plain lead is
+        trumped, a follower must beat the *highest* card of the suit led in the trick (10C here),
+        not merely the card that was led (JC)."""
+        beat = PlayRules(head_when_trumped="beat_highest_led_card")
+        hand = cards("AC KC")
+        trick = cards("JC 10C QH")
+        assert legal_plays(hand, trick, parse_suit("H"), beat) == tuple(cards("AC"))
+        assert play_violation(parse_card("KC"), hand, trick, parse_suit("H"), beat) == (
+            "MUST_HEAD_TRICK"
+        )
+        # The default (not_required): any club.
+        assert legal_plays(hand, trick, parse_suit("H"), self.rules) == tuple(cards("AC KC"))
+
+    def test_an_identical_trump_does_not_overtrump(self) -> None:
+        """§1.3 and §1.5: "beat" means a strictly higher rank, so a copy of the trump already in
+        the trick is no overtrump; the player must still trump (under-trump), with either trump."""
+        hand = cards("QH 9H AS")
+        trick = cards("10C QH")
+        assert legal_plays(hand, trick, parse_suit("H"), self.rules) == tuple(cards("QH 9H"))
+        assert play_violation(parse_card("9H"), hand, trick, parse_suit("H"), self.rules) is None
+
     @given(
         st.lists(st.integers(0, 23), min_size=1, max_size=12),
         st.lists(st.integers(0, 23), min_size=1, max_size=3),
