@@ -151,6 +151,16 @@ class TestLadder:
         assert legal_plays(hand, trick, parse_suit("H"), self.rules) == tuple(cards("QH 9H"))
         assert play_violation(parse_card("9H"), hand, trick, parse_suit("H"), self.rules) is None
 
+    def test_must_overtrump_off_allows_any_trump(self) -> None:
+        """§1.5 / OPTIONS.md ``must_overtrump: false``: trumping a trick that already holds a
+        trump, any trump will do, even when a higher one is held (still no off-suit card)."""
+        lax = PlayRules(must_overtrump=False)
+        hand = cards("KH JH AS")
+        trick = cards("10C QH")
+        assert legal_plays(hand, trick, parse_suit("H"), lax) == tuple(cards("KH JH"))
+        assert play_violation(parse_card("JH"), hand, trick, parse_suit("H"), lax) is None
+        assert play_violation(parse_card("AS"), hand, trick, parse_suit("H"), lax) == "MUST_TRUMP"
+
     @given(
         st.lists(st.integers(0, 23), min_size=1, max_size=12),
         st.lists(st.integers(0, 23), min_size=1, max_size=3),
@@ -221,6 +231,18 @@ class TestScoring:
         )
         assert result.delta == (500, 10)
         assert result.saved == (True, False)
+
+    def test_save_thresholds_are_inclusive(self) -> None:
+        """A.2 ``save_meld``: "at least" one trick, one card point, or N card points."""
+        by_trick = SaveRule(save_meld="trick")
+        assert by_trick.saved(tricks=1, points=0)
+        assert not by_trick.saved(tricks=0, points=0)
+        by_point = SaveRule(save_meld="trick_point")
+        assert by_point.saved(tricks=1, points=1)
+        assert not by_point.saved(tricks=1, points=0)
+        by_count = SaveRule(save_meld=20)
+        assert by_count.saved(tricks=1, points=20)
+        assert not by_count.saved(tricks=1, points=19)
 
     def test_game_end(self) -> None:
         """§4.9 example 5 and A.7 item 9: both reach, the declaring side wins."""
