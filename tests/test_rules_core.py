@@ -244,6 +244,38 @@ class TestScoring:
         assert by_count.saved(tricks=1, points=20)
         assert not by_count.saved(tricks=1, points=19)
 
+    def test_min_meld_to_record_is_inclusive_and_voids_the_dix_too(self) -> None:
+        """OPTIONS.md ``min_meld_to_record``: a meld totalling *less* than the minimum records
+        nothing (equal records it). Recording nothing includes the dix: ``dix_exempt_from_save``
+        keeps dix points of a recorded meld only."""
+        rule = SaveRule(save_meld="trick", dix_exempt=True, min_meld_to_record=20)
+        result = score_hand(
+            rule,
+            bid=None,
+            declaring_side=None,
+            meld=[20, 19],
+            dix=[0, 0],
+            points=[100, 50],
+            tricks=[6, 6],
+            conceded=False,
+            total_in_play=250,
+        )
+        assert result.delta == (120, 50)
+        # Side 1 fails to save: its 10 dix points are kept only if its meld was recorded.
+        result = score_hand(
+            rule,
+            bid=None,
+            declaring_side=None,
+            meld=[30, 10],
+            dix=[0, 10],
+            points=[250, 0],
+            tricks=[12, 0],
+            conceded=False,
+            total_in_play=250,
+        )
+        assert result.delta == (280, 0)
+        assert result.saved == (True, False)
+
     def test_game_end(self) -> None:
         """§4.9 example 5 and A.7 item 9: both reach, the declaring side wins."""
         rule = GameEndRule(target=1500, both_reach="bidder_wins")
