@@ -25,7 +25,13 @@ from referee.rules.dealing import (
     seeded_deal,
     seeded_shuffle,
 )
-from referee.rules.scoring import GameEndRule, SaveRule, game_winner, score_hand
+from referee.rules.scoring import (
+    GameEndRule,
+    SaveRule,
+    game_winner,
+    hopeless_contract,
+    score_hand,
+)
 from referee.rules.tricks import (
     FREE_PLAY,
     Counting,
@@ -275,6 +281,14 @@ class TestScoring:
         )
         assert result.delta == (280, 0)
         assert result.saved == (True, False)
+
+    def test_hopeless_is_strictly_more_than_the_points_in_play(self) -> None:
+        """A.7 item 8: hopeless = bid - the declaring side's meld > the card points in play, so a
+        bid exactly that far away can still be made (also used for the no-trump concession)."""
+        assert not hopeless_contract(250, 0, 250)
+        assert hopeless_contract(260, 0, 250)
+        assert not hopeless_contract(300, 50, 250)
+        assert hopeless_contract(301, 50, 250)
 
     def test_game_end(self) -> None:
         """§4.9 example 5 and A.7 item 9: both reach, the declaring side wins."""
