@@ -103,3 +103,31 @@ def test_cutthroat_defenders_are_partners_for_head_over_partner() -> None:
     assert "QC" not in _cutthroat_third_hand({})
     assert "AC" in _cutthroat_third_hand({})
     assert "QC" in _cutthroat_third_hand({"head_over_partner": False})
+
+
+# --------------------------------------------------------------------------------------------
+# Pinned after a mutation-testing campaign (the suite passed with the rule inverted)
+
+
+def test_cutthroat_declarer_is_nobodys_partner_for_head_over_partner() -> None:
+    """RULES.md A.9 item 10 and OPTIONS.md head_over_partner: in cutthroat only the two
+    defenders are partners. With head_over_partner false, a defender following the declarer's
+    winning card must still head it (seat 1 declares hearts and leads KC, seat 2 plays 9C,
+    seat 0 holds AC and 10C)."""
+    hands = (
+        "AC QC",
+        "KC AH AH 10H 10H KH KH QH QH JH JH AS AS 10S 10S",
+        "9C AD AD 10D 10D KD KD QD QD JD JD 9D KS KS QS",
+    )
+    state = begin("cutthroat", {"head_over_partner": False}, hands, widow="9S 9S 9D")
+    state = act(state, 1, "bid", amount=300)
+    state = act(state, 2, "pass")
+    state = act(state, 0, "pass")
+    state = act(state, 1, "declare_trump", suit="H")
+    for seat in (1, 2, 0):
+        state = act(state, seat, "meld", cards=[])
+    state = act(state, 1, "discard", cards=["9S", "9S", "9D"])
+    state = act(state, 1, "play", card="KC")
+    state = act(state, 2, "play", card="9C")
+    plays = [str(e["card"]) for e in legal_actions(state, 0) if e["type"] == "play"]
+    assert plays == ["AC", "10C"]
