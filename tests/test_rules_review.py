@@ -131,3 +131,33 @@ def test_cutthroat_declarer_is_nobodys_partner_for_head_over_partner() -> None:
     state = act(state, 2, "play", card="9C")
     plays = [str(e["card"]) for e in legal_actions(state, 0) if e["type"] == "play"]
     assert plays == ["AC", "10C"]
+
+
+def _partnership_fourth_hand(options: dict[str, Any]) -> list[str]:
+    """Partnership, dealer 0, no exchange: seat 1 wins at 250, names hearts and leads 9C; seat 2
+    heads with KC, seat 3 follows with JC; the legal plays of seat 0, whose partner (seat 2)
+    is winning the trick."""
+    hands = (
+        "AC QC",
+        "9C AH AH 10H 10H KH KH QH QH JH JH AS",
+        "KC AS 10S 10S KS KS QS QS JS JS 9S 9S",
+        "JC AD AD 10D 10D KD KD QD QD JD JD 9D",
+    )
+    state = begin("partnership", {"exchange_mode": "none", **options}, hands)
+    state = act(state, 1, "bid", amount=250)
+    for seat in (2, 3, 0):
+        state = act(state, seat, "pass")
+    state = act(state, 1, "declare_trump", suit="H")
+    for seat in (1, 2, 3, 0):
+        state = act(state, seat, "meld", cards=[])
+    for seat, card in ((1, "9C"), (2, "KC"), (3, "JC")):
+        state = act(state, seat, "play", card=card)
+    return [str(e["card"]) for e in legal_actions(state, 0) if e["type"] == "play"]
+
+
+def test_partnership_partner_is_the_seat_opposite_for_head_over_partner() -> None:
+    """RULES.md A.3 (team 0 is seats 0 and 2) and A.9 item 10: with head_over_partner false,
+    seat 0 following suit while seat 2's card wins need not head it; by default it must."""
+    assert _partnership_fourth_hand({}) == ["AC", "10C"]
+    relaxed = _partnership_fourth_hand({"head_over_partner": False})
+    assert relaxed == ["AC", "10C", "KC", "QC", "JC", "9C"]
