@@ -402,6 +402,26 @@ def test_cutthroat_bury_is_free_when_the_scored_melds_leave_too_few_cards() -> N
     assert act(state, 1, "discard", cards=["AD", "9D", "KS"]).hand is not None
 
 
+def test_cutthroat_bury_of_exactly_the_free_cards_is_still_bound() -> None:
+    """A.7 item 1 with the ruling's boundary: run, dix, aces, queens and jacks around and a
+    pinochle hold 15 of the 18 cards, so exactly three (the tens outside the run) are free.
+    The bury can keep every scored card, so it must: those three and nothing else."""
+    eighteen = "AS QS JS 10S AH 10H KH QH JH 9H AD QD JD 10D AC QC JC 10C"
+    cards = eighteen.split()
+    widow = ["10S", "10D", "10C"]
+    for card in widow:
+        cards.remove(card)
+    state = begin("cutthroat", {}, ("", " ".join(cards)), widow=" ".join(widow))
+    state, _ = _win_with_events(state, 1)
+    state = act(state, 1, "declare_trump", suit="H")
+    state = meld_all(state, {1: eighteen})
+    assert state.hand is not None and state.hand.phase == BURY
+    (entry,) = [e for e in legal_actions(state, 1) if e["type"] == "discard"]
+    assert entry["count"] == 3 and entry["from"] == ["10S", "10D", "10C"]
+    assert refuse(state, 1, "discard", cards=["10S", "10D", "AS"]).code == "CANNOT_BURY_MELD"
+    assert act(state, 1, "discard", cards=["10S", "10D", "10C"]).hand is not None
+
+
 def test_cutthroat_buried_counters_count_for_the_bidder() -> None:
     """§3.3 / A.7 item 1: buried counters count in the declarer's points: played out, the
     three seats' points still add up to 250."""
