@@ -37,7 +37,9 @@ from referee.rules.melds import (
     best_meld,
     build_meld_table,
     meld_total,
+    one_set,
     score_declared,
+    single_sets,
 )
 
 OPTIONS_JSON = Path(referee.rules.__file__).parent / "options.json"
@@ -728,3 +730,20 @@ class TestMeldTable:
 
     def test_classes(self) -> None:
         assert [CLASS_OF[name] for name in MELD_NAMES] == list("AAAABBBBC")
+
+
+class TestSingleSets:
+    """The one-set combinations a two-handed meld window offers (A.8 item 1, A.10 item 2)."""
+
+    @pytest.mark.parametrize("trump", [SPADES, HEARTS, DIAMONDS, CLUBS])
+    def test_eleven_sets_and_marriages_only_outside_trump(self, trump: int) -> None:
+        """A.7 item 6 / §1.8: a ``marriage`` is K-Q of a non-trump suit (the trump K-Q is the
+        royal marriage), so three marriages; every listed set is one legal set of its name."""
+        sets = single_sets(trump)
+        assert len(sets) == 11
+        marriage_suits = sorted(
+            {c // 6 for name, cards in sets if name == "marriage" for c in cards}
+        )
+        assert marriage_suits == sorted(s for s in (SPADES, HEARTS, DIAMONDS, CLUBS) if s != trump)
+        for name, cards in sets:
+            assert one_set(name, cards, trump) == cards
