@@ -125,6 +125,19 @@ def test_a_step_above_max_raise_at_min_bid_is_refused_at_creation() -> None:
         resolve_options("partnership", {"bid_step": 30})
 
 
+def test_the_step_checked_at_creation_is_the_one_in_force_at_min_bid() -> None:
+    """A.7 item 3 and the A.1 refusal above, at their boundaries: a schedule level equal to
+    min_bid is in force at min_bid (step 30 > max_raise 20: refused), and a step equal to
+    max_raise leaves exactly one opening bid (accepted)."""
+    with pytest.raises(OptionError):
+        resolve_options(
+            "double-deck", {"min_bid": 50, "bid_schedule": [[40, 1], [50, 30]], "max_raise": 20}
+        )
+    resolve_options("partnership", {"max_raise": 10})
+    state = begin("partnership", {"max_raise": 10})
+    assert bid_entry(state, 1) == {"type": "bid", "min": 250, "step": 10, "max": 250}
+
+
 def test_partnership_opening_is_250_or_260_then_raises_of_10_or_20() -> None:
     """A.6: "raises of exactly 10 or 20"; A.7 item 3: "partnership: 250 or 260"."""
     state = begin("partnership")
