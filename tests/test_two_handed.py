@@ -795,6 +795,17 @@ class TestTurnAndPhase:
         assert state.hand is not None
         assert refuse(state, state.hand.turn, "draw", turn_up=True) == "WRONG_PHASE"
 
+    def test_draw_is_listed_only_in_the_trick_12_window(self) -> None:
+        """A.8 item 2 / A.10 item 2: ``draw`` is an action only of the winner of trick 12 (the
+        last two stock cards); an earlier window under ``winner_chooses`` lists no draw."""
+        options: dict[str, object] = {"last_draw": "winner_chooses"}
+        assert not [e for e in legal_actions(v_window(options), 0) if e["type"] == "draw"]
+        state = drive(v_start(options), after_trick(12))
+        hand = state.hand
+        assert hand is not None and hand.window_seat is not None
+        draws = [e for e in legal_actions(state, hand.window_seat) if e["type"] == "draw"]
+        assert draws == [{"type": "draw", "turn_up": True}, {"type": "draw", "turn_up": False}]
+
     def test_game_over(self) -> None:
         rules = resolve_options("two-handed", {"target": 100})
         state = new_game(rules, 1)
