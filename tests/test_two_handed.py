@@ -400,6 +400,30 @@ class TestDeferredMelds:
         state = meld(state, 0, "pinochle", "QS JD")
         assert state.hand is not None and state.hand.meld_points == (100, 0)
 
+    def test_a_card_on_the_table_twice_is_played_from_the_copy_no_pending_meld_needs(
+        self,
+    ) -> None:
+        """README ruling (two-handed copies): with J♦ on the table twice, once waiting in the
+        pending pinochle and once in a pinochle that has scored, playing J♦ plays the scored
+        copy, so the pending pinochle stays and can still be claimed."""
+        hand = "KS QS QS JS JH JD JD JC AC AC AD AD"
+        state, _ = begin2([hand, self.OTHER], "KH", "")
+        state = win_trick(state, 0, "AC")
+        state = meld(state, 0, "marriage", "KS QS")
+        state = win_trick(state, 0, "AC")
+        state = meld(state, 0, "jacks_around", "JS JH JD JC")  # pinochle QS + JD pending
+        state = win_trick(state, 0, "AD")
+        state = meld(state, 0, "pinochle", "QS JD")  # the held copies score their own
+        assert state.hand is not None
+        pending = state.hand.pending
+        assert [name for name, _ in pending[0]] == ["pinochle"]
+        assert table_of(state, 0).count("JD") == 2 and "JD" not in hand_of(state, 0)
+        state = win_trick(state, 0, "JD")  # from the table
+        assert state.hand is not None and state.hand.pending == pending
+        assert table_of(state, 0).count("JD") == 1
+        state, events = send_events(state, 0, "meld", name="pinochle", cards=["QS", "JD"])
+        assert [m["claimed_pending"] for m in meld_events(events)] == [True]
+
     @pytest.mark.parametrize("played", ["JD", "QS"])
     def test_a_pending_meld_is_dropped_when_one_of_its_cards_is_played(self, played: str) -> None:
         state = win_trick(self.jacks_laid(), 0, played)  # from the table (not held twice)
