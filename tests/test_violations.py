@@ -366,6 +366,10 @@ CASES = [
     _c("amount as bool", p_auction, 1, "MALFORMED_ACTION", type="bid", amount=True),
     _c("help not bool", p_auction, 1, "MALFORMED_ACTION", type="pass", help="yes"),
     _c("cards not a list", p_partner_pass, 3, "MALFORMED_ACTION", type="pass_cards", cards="QH"),
+    # An empty string is not an empty list: iterated, it would be a meld of no cards.
+    _c("cards an empty string", p_meld, 1, "MALFORMED_ACTION", type="meld", cards=""),
+    # A number is not a bool: 1 would otherwise pass with help.
+    _c("help as a number", p_auction, 1, "MALFORMED_ACTION", type="pass", help=1),
     _c(
         "melds entry shape",
         p_meld,
@@ -374,6 +378,15 @@ CASES = [
         type="meld",
         cards=["KC", "QC"],
         melds=[{"name": "marriage"}],
+    ),
+    _c(
+        "melds entry name not a string",
+        p_meld,
+        1,
+        "MALFORMED_ACTION",
+        type="meld",
+        cards=["KC", "QC"],
+        melds=[{"name": 5, "cards": ["KC", "QC"]}],
     ),
     _c(
         "whole-hand meld with name",
@@ -416,6 +429,8 @@ CASES = [
     _c("no-bid exchange out of turn", nb_meld, 2, "NOT_YOUR_TURN", type="exchange_dix"),
     # WRONG_PHASE
     _c("exchange_dix in partnership", p_auction, 1, "WRONG_PHASE", type="exchange_dix"),
+    # A.7 item 12: at the seat's own meld turn too, where no-bid would allow it.
+    _c("exchange_dix at a partnership meld turn", p_meld, 1, "WRONG_PHASE", type="exchange_dix"),
     _c("draw in partnership", p_auction, 1, "WRONG_PHASE", type="draw", turn_up=False),
     _c("draw in play", p_play, 1, "WRONG_PHASE", type="draw", turn_up=True),
     _c("play in the auction", p_auction, 1, "WRONG_PHASE", type="play", card="AH"),
