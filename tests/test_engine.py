@@ -902,6 +902,27 @@ def test_game_over_refuses_everything_afterwards() -> None:
         start_hand(game.state, deal)
 
 
+def test_no_deal_while_a_hand_is_in_progress() -> None:
+    """A.7 items 1-2: a hand runs to its result before the next deal; dealing again while it is
+    in progress is a DealError (a record error, never a new hand), and changes nothing."""
+    state = p_auction()
+    with pytest.raises(DealError):
+        start_hand(state, hand(state).deal)
+    state = act(state, 1, "bid", amount=250)
+    with pytest.raises(DealError):
+        start_hand(state, hand(state).deal)
+
+
+@pytest.mark.parametrize("variant", ["partnership", "cutthroat", "two-handed"])
+def test_the_first_dealer_is_one_of_the_seats(variant: str) -> None:
+    """A.3: the dealer is a seat, 0 to players - 1; one past the last seat is refused."""
+    rules = resolve_options(variant, {})
+    assert new_game(rules, rules.players - 1).next_dealer == rules.players - 1
+    for dealer in (-1, rules.players):
+        with pytest.raises(ValueError):
+            new_game(rules, dealer)
+
+
 # --------------------------------------------------------------------------------------------
 # Views
 
