@@ -1216,6 +1216,15 @@ class TestGameEnd:
         state = game_end(options, (1000 - a + 300, 1000 - b + 260))
         assert not state.over and state.target == 1500
 
+    def test_every_view_shows_the_raised_target(self) -> None:
+        """OPTIONS.md ``both_reach: extend_250``: the target in force is public game state, so
+        every role's view reports the raised target, not the option's starting value."""
+        a, b = self.deltas()
+        state = game_end({"both_reach": "extend_250"}, (1000 - a + 100, 1000 - b + 200))
+        assert state.target == 1250
+        for role in (0, 1, SPECTATOR, "adjudicator"):
+            assert view(state, role)["target"] == 1250
+
 
 class TestDixScoresWhenPlayed:
     """A.8 item 8: a 9 of trumps that has not scored scores 10 for the seat that plays it, in
