@@ -877,6 +877,47 @@ def test_bool_seat_is_malformed() -> None:
     assert (error.code, error.field) == ("MALFORMED_ACTION", "seat")
 
 
+@pytest.mark.parametrize(
+    ("position", "seat", "action", "field"),
+    [
+        (p_auction, 1, ["pass"], ""),  # the action as a whole
+        (p_auction, 1, {"type": "shuffle"}, "type"),
+        (p_auction, 1, {"type": "bid"}, "amount"),
+        (p_auction, 1, {"type": "pass", "amount": 250}, "amount"),
+        (p_auction, 1, {"type": "bid", "amount": "250"}, "amount"),
+        (p_auction, 1, {"type": "pass", "help": "yes"}, "help"),
+        (p_trump, 1, {"type": "declare_trump", "suit": "X"}, "suit"),
+        (p_partner_pass, 3, {"type": "pass_cards", "cards": ["QH", "1C", "AD", "AD"]}, "cards[1]"),
+        (p_play, 1, {"type": "play", "card": 10}, "card"),
+        (
+            p_meld,
+            1,
+            {
+                "type": "meld",
+                "cards": ["KC"],
+                "melds": [{"name": "marriage", "cards": ["KC", "X"]}],
+            },
+            "melds[0].cards[1]",
+        ),
+        (
+            p_meld,
+            1,
+            {"type": "meld", "cards": [], "melds": [{"name": 5, "cards": []}]},
+            "melds[0].name",
+        ),
+    ],
+)
+def test_a_malformed_action_names_the_offending_field(
+    position: Callable[[], GameState], seat: int, action: object, field: str
+) -> None:
+    """A.5 ``MALFORMED_ACTION`` (README, Errors: the error names the field): ``field`` is the
+    path of the offending value in the action's JSON form, down to the list index (``""``: the
+    action as a whole)."""
+    error = refuse_json(position(), seat, action)
+    assert (error.code, error.field) == ("MALFORMED_ACTION", field)
+    assert error.to_json() == {"code": "MALFORMED_ACTION", "field": field, "message": error.message}
+
+
 def test_help_false_is_accepted_where_help_is_not_allowed() -> None:
     """A.7 item 11: ``"help": false`` is an ordinary pass."""
     state = act(dd_auction(), 1, "pass", help=False)
