@@ -380,6 +380,17 @@ CASES = [
         melds=[{"name": "marriage"}],
     ),
     _c(
+        "melds entry extra field",
+        p_meld,
+        1,
+        "MALFORMED_ACTION",
+        type="meld",
+        cards=["KC", "QC"],
+        melds=[{"name": "marriage", "cards": ["KC", "QC"], "points": 20}],
+    ),
+    # An object is not a list: iterated, {} would declare no combinations at all.
+    _c("melds an object", p_meld, 1, "MALFORMED_ACTION", type="meld", cards=["KC"], melds={}),
+    _c(
         "melds entry name not a string",
         p_meld,
         1,
