@@ -7,6 +7,7 @@ card points, trick order, replay, export and audit).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
@@ -911,6 +912,35 @@ def test_no_deal_while_a_hand_is_in_progress() -> None:
     state = act(state, 1, "bid", amount=250)
     with pytest.raises(DealError):
         start_hand(state, hand(state).deal)
+
+
+@pytest.mark.parametrize("variant", ["partnership", "cutthroat", "double-deck"])
+def test_a_deal_turns_a_card_up_only_where_the_variant_does(variant: str) -> None:
+    """A.10 item 4, GAME_RECORD.md: ``turn_up`` is the two-handed turned card or the no-bid
+    dealer's last card; in the other variants a deal with one is a DealError, even when the card
+    is the dealer's."""
+    rules = resolve_options(variant, {})
+    deal = make_deal(rules, ())
+    start_hand(new_game(rules, 0), deal)  # the same deal without turn_up is whole and correct
+    with pytest.raises(DealError):
+        start_hand(new_game(rules, 0), dataclasses.replace(deal, turn_up=deal.hands[0][-1]))
+
+
+@pytest.mark.parametrize(
+    "variant", ["partnership", "cutthroat", "double-deck", "partnership-no-bid", "two-handed"]
+)
+def test_the_default_deal_source_deals_every_variant(variant: str) -> None:
+    """A ``Game`` without a deal source shuffles with the CSPRNG and deals as the variant deals
+    (A.10 item 4's split): every hand dealt passes the deal check; in no-bid the dealer's last
+    card is turned for trump (A.1, V5)."""
+    rules = resolve_options(variant, {})
+    for dealer in range(rules.players):
+        game = Game(rules, dealer)
+        dealt = hand(game.state)
+        assert dealt.dealer == dealer and game.log[0].deal == dealt.deal
+        if variant == "partnership-no-bid":
+            assert dealt.turn_up is not None and dealt.turn_up in dealt.deal.hands[dealer]
+            assert dealt.trump == dealt.turn_up // 6
 
 
 @pytest.mark.parametrize("variant", ["partnership", "cutthroat", "two-handed"])
