@@ -28,7 +28,7 @@ from referee.engine.engine import (
     start_hand,
 )
 from referee.engine.errors import DealError, IllegalAction
-from referee.engine.events import Event, visible_to
+from referee.engine.events import EVERYONE, Event, visible_to
 from referee.engine.game import Game, GivenDeals, SeededDeals, replay
 from referee.engine.state import (
     AUCTION,
@@ -1078,6 +1078,18 @@ def test_dealt_cards_are_private_events_and_the_deal_is_revealed_at_the_end() ->
     state, events = step(state, 1, "concede")
     revealed = [e for e in events if e.kind == "deal_revealed"]
     assert revealed[0].audience == "everyone" and revealed[0].data["deal"] == deal.to_json()
+
+
+def test_equal_events_serialize_equally() -> None:
+    """Events are stored, hashed and compared between replays (events.py): the serialization is
+    compact JSON with sorted keys, so equal events built in another key order give equal text."""
+    a = Event("cards_passed", EVERYONE, {"from": 3, "to": 1, "count": 4})
+    b = Event("cards_passed", EVERYONE, {"count": 4, "to": 1, "from": 3})
+    assert a == b
+    assert a.serialize() == b.serialize()
+    assert (
+        a.serialize() == '{"audience":"everyone","count":4,"from":3,"kind":"cards_passed","to":1}'
+    )
 
 
 # --------------------------------------------------------------------------------------------
