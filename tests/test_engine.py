@@ -521,6 +521,17 @@ def test_auto_meld_in_no_bid_has_no_dix_exchange() -> None:
     assert refuse(state, 1, "exchange_dix").code == "WRONG_PHASE"
 
 
+def test_auto_meld_shows_every_copy_its_combinations_use() -> None:
+    """A.10 item 3: every role sees every meld shown. An automatic meld shows the cards of what
+    it scored, each copy a double combination uses: two marriages in spades show both kings and
+    both queens, not one of each."""
+    state = begin("partnership-no-bid", {"meld_declaration": "auto"}, NB_HANDS, turn_up="AH")
+    for role in (0, 3, "spectator"):
+        melds = hand_view(state, role)["melds"]
+        assert melds[1]["cards"] == ["KS", "KS", "QS", "QS", "9H"]
+        assert melds[2]["cards"] == ["9H", "KD", "KD", "QD", "QD", "KC", "QC"]
+
+
 def test_no_bid_dix_exchange() -> None:
     """A.7 item 7: the exchanger takes the turned card and scores 10 in its meld; the dealer
     takes the 9, which cannot score again; the other 9 still scores for its holder."""
