@@ -18,7 +18,7 @@ import pytest
 
 from referee.audit import audit_record
 from referee.engine import views as views_module
-from referee.engine.actions import decode_action
+from referee.engine.actions import decode_action, encode_action
 from referee.engine.engine import (
     apply,
     bid_window,
@@ -1235,8 +1235,10 @@ def test_replay_export_and_audit_agree_with_the_live_game(variant, options) -> N
     scores, winner and one verdict hand per hand dealt (GAME_RECORD.md §2)."""
     game = _play_game(variant, options, "replay", hands=4)
     assert replay(game.state.rules, 1, game.log) == game.state
-    record = game.export(players=["a", "b", "c", "d"][: game.state.rules.players])
+    players = ["a", "b", "c", "d"][: game.state.rules.players]
+    record = game.export(players=players)
     record = json.loads(json.dumps(record))  # as a file would hold it
+    assert record["players"] == players and "players" not in game.export()
     verdict: dict[str, Any] = audit_record(record, "game.json")
     assert verdict["legal"] is True and verdict["violation"] is None
     assert verdict["scores"] == list(game.state.scores)
@@ -1247,6 +1249,42 @@ def test_replay_export_and_audit_agree_with_the_live_game(variant, options) -> N
     assert verdict["actions_checked"] == sum(1 for entry in game.log if entry.deal is None)
     deltas = [h["delta"] for h in verdict["hands"][: game.state.hands_completed]]
     assert [sum(col) for col in zip(*deltas, strict=True)] == list(game.state.scores) or not deltas
+
+
+def test_encode_action_gives_the_canonical_a4_form() -> None:
+    """A.4: the record holds each action in its JSON form, optional fields only when set (a
+    plain pass has no ``help``, which is a partnership-only field), and decoding it gives the
+    action back."""
+    forms: list[dict[str, object]] = [
+        {"type": "pass"},
+        {"type": "pass", "help": True},
+        {"type": "bid", "amount": 250},
+        {"type": "meld", "cards": ["KS", "QS"]},
+        {
+            "type": "meld",
+            "cards": ["KS", "QS"],
+            "melds": [{"name": "marriage", "cards": ["KS", "QS"]}],
+            "points": 20,
+        },
+        {"type": "meld", "name": "dix", "cards": ["9H"], "points": 10},
+        {"type": "draw", "turn_up": False},
+    ]
+    for form in forms:
+        assert encode_action(decode_action(form)) == form
+    assert encode_action(decode_action({"type": "pass", "help": False})) == {"type": "pass"}
+
+
+def test_the_game_keeps_every_event_once() -> None:
+    """``Game.events`` is the deal's events then each accepted action's, each exactly once, as
+    ``act`` returned them (the next deal included)."""
+    rules = resolve_options("partnership", {**NO_EXCHANGE, "all_pass": "redeal"})
+    game = Game(rules, 0, SeededDeals("events-once"))
+    seen = list(game.events)
+    assert seen[0].kind == "hand_started"
+    for seat in (1, 2, 3, 0):  # all pass: a redeal, and the next hand is dealt
+        seen += game.act(seat, decode_action({"type": "pass"}))
+    assert game.events == seen
+    assert [e.kind for e in seen].count("hand_started") == 2
 
 
 def test_a_game_played_to_the_end_audits_as_finished() -> None:
