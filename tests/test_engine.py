@@ -1274,6 +1274,28 @@ def test_encode_action_gives_the_canonical_a4_form() -> None:
     assert encode_action(decode_action({"type": "pass", "help": False})) == {"type": "pass"}
 
 
+@pytest.mark.parametrize(
+    ("given", "absent"),
+    [
+        ({"type": "pass", "help": None}, {"type": "pass"}),
+        (
+            {"type": "meld", "cards": ["KS", "QS"], "melds": None, "points": None, "name": None},
+            {"type": "meld", "cards": ["KS", "QS"]},
+        ),
+    ],
+)
+def test_an_optional_field_given_as_null_is_left_out(
+    given: dict[str, object], absent: dict[str, object]
+) -> None:
+    """Ruling (A.4 is silent): every optional field given as null reads as left out; ``help``
+    was the one refused as MALFORMED_ACTION while a meld's ``melds``, ``points`` and ``name``
+    were read as absent. A required field is never optional: ``cards: null`` is malformed."""
+    assert decode_action(given) == decode_action(absent)
+    with pytest.raises(IllegalAction) as caught:
+        decode_action({"type": "meld", "cards": None})
+    assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", "cards")
+
+
 def test_the_game_keeps_every_event_once() -> None:
     """``Game.events`` is the deal's events then each accepted action's, each exactly once, as
     ``act`` returned them (the next deal included)."""

@@ -201,7 +201,9 @@ def decode_action(data: object) -> Action:
     if kind == "bid":
         return Bid(_int(data["amount"], "amount"))
     if kind == "pass":
-        return Pass(_bool(data.get("help", False), "help"))
+        # An optional field given as null is the same as leaving it out (as a meld's are).
+        help_ = data.get("help")
+        return Pass(help_ is not None and _bool(help_, "help"))
     if kind == "bid_or_redeal":
         return BidOrRedeal()
     if kind == "declare_trump":
