@@ -432,6 +432,15 @@ RECORD_ERRORS = {
         "hands": [{"deal": DEAL, "actions": HAND0, "claimed": {"delta": "20"}}],
     },
     "bad game claim": record(HAND0, claimed={"winner": "team 0"}),
+    # JSON true and false are not numbers, though Python's bool is an int: a seat, a delta, a
+    # score or a winner given as a boolean is a malformed record (GAME_RECORD.md §1-§2).
+    "dealer a boolean": record(HAND0, dealer=True),
+    "delta claim of booleans": {
+        **record(),
+        "hands": [{"deal": DEAL, "actions": HAND0, "claimed": {"delta": [True, False]}}],
+    },
+    "scores claim of booleans": record(HAND0, claimed={"scores": [True, False]}),
+    "winner claim a boolean": record(HAND0, claimed={"winner": True}),
 }
 
 
