@@ -388,6 +388,21 @@ def test_game_claims() -> None:
     assert check_verdict(verdict) == 1
 
 
+def test_a_winner_claim_is_checked_only_when_given_and_null_claims_an_unfinished_game() -> None:
+    """GAME_RECORD.md §1: the game's claimed winner is "null if not finished", so a null claim
+    on a finished game is a mismatch; a claim that leaves winner out claims no winner and is not
+    compared (an absent field is not a claim of null)."""
+    ended = {"target": 10, **NO_EXCHANGE}  # HAND0 (20 / -250) ends the game: team 0 wins
+    verdict = audit(record(HAND0, options=ended, claimed={"scores": [20, -250], "winner": None}))
+    assert verdict["finished"] is True and verdict["winner"] == 0
+    assert verdict["claims"] == [{"hand": None, "field": "winner", "claimed": None, "computed": 0}]
+    assert check_verdict(verdict) == 1
+    verdict = audit(record(HAND0, options=ended, claimed={"scores": [20, -250]}))
+    assert verdict["claims"] == [] and check_verdict(verdict) == 0
+    verdict = audit(record(HAND0, options=ended, claimed={"winner": 0}))
+    assert verdict["claims"] == [] and check_verdict(verdict) == 0
+
+
 def test_game_claims_are_not_checked_after_a_violation() -> None:
     """A.7 item 10: the game's scores and winner claims only when there is no violation."""
     rec = record(HAND0, [*HAND1_TO_LEAD, BAD_PLAY], claimed={"scores": [9, 9], "winner": 1})
