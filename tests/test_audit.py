@@ -403,6 +403,15 @@ def test_a_winner_claim_is_checked_only_when_given_and_null_claims_an_unfinished
     assert verdict["claims"] == [] and check_verdict(verdict) == 0
 
 
+def test_an_empty_claimed_object_claims_nothing() -> None:
+    """GAME_RECORD.md §1: claims are optional, field by field; ``"claimed": {}`` on a hand or on
+    the game claims nothing, so nothing is compared (never a record error or a traceback)."""
+    rec = record(HAND0, claimed={})
+    rec["hands"][0]["claimed"] = {}
+    verdict = audit(rec)
+    assert verdict["claims"] == [] and check_verdict(verdict) == 0
+
+
 def test_game_claims_are_not_checked_after_a_violation() -> None:
     """A.7 item 10: the game's scores and winner claims only when there is no violation."""
     rec = record(HAND0, [*HAND1_TO_LEAD, BAD_PLAY], claimed={"scores": [9, 9], "winner": 1})
