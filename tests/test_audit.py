@@ -279,6 +279,18 @@ def test_actions_after_the_game_ended_are_game_over() -> None:
     assert audit(record(HAND0, [], options={"target": 10, **NO_EXCHANGE}))["legal"] is True
 
 
+def test_an_empty_hand_after_the_game_ended_does_not_end_checking() -> None:
+    """A.7 item 9: *any* action in a later hand is GAME_OVER, also one in a hand that follows
+    an empty hand recorded after the game's end: checking goes on past the empty hand."""
+    late = [{"seat": 2, "type": "pass"}]
+    verdict = audit(record(HAND0, [], late, options={"target": 10, **NO_EXCHANGE}))
+    assert check_verdict(verdict) == 1
+    violation = verdict["violation"]
+    assert isinstance(violation, dict)
+    assert (violation["hand"], violation["action"], violation["code"]) == (2, 0, "GAME_OVER")
+    assert verdict["actions_checked"] == len(HAND0) + 1
+
+
 @pytest.mark.parametrize(
     ("bad", "seat"),
     [
