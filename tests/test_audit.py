@@ -601,6 +601,28 @@ def test_cli_jobs_give_the_same_lines(tmp_path: Path, capsys) -> None:
     assert [json.loads(line)["record"] for line in two.splitlines()] == paths
 
 
+@pytest.mark.parametrize("jobs", ["0", "-1"])
+def test_cli_jobs_below_one_is_a_usage_error(tmp_path: Path, capsys, jobs: str) -> None:
+    """Exit 2 is for input the command cannot use (§2), never 1, which says a record broke a
+    rule: --jobs below 1 is refused before any record is read."""
+    legal = _write(tmp_path / "legal.json", record(HAND0))
+    assert cli.main(["audit", "--jobs", jobs, legal]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "--jobs" in out.err
+
+
+def test_cli_stdin_among_many_files_is_read_with_jobs(tmp_path: Path, monkeypatch, capsys) -> None:
+    """§2: `-` reads one record from standard input, also among enough files for --jobs to use
+    worker processes (which cannot read this process's standard input)."""
+    paths = [_write(tmp_path / f"r{i}.json", record(HAND0)) for i in range(8)]
+    _stdin(monkeypatch, json.dumps(record(HAND0, [*HAND1_TO_LEAD, BAD_PLAY])).encode())
+    assert cli.main(["audit", "--jobs", "2", *paths, "-"]) == 1
+    lines = _lines(capsys)
+    assert [v["record"] for v in lines] == [*paths, "-"]
+    assert [v["legal"] for v in lines] == [True] * 8 + [False]
+    assert lines[-1]["violation"]["code"] == "MUST_FOLLOW_SUIT"
+
+
 # --------------------------------------------------------------------------------------------
 # Fuzz: random and mutated records never escape as exceptions
 
