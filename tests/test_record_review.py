@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import json
 import random
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from referee import cli
 from referee.audit import audit_record, verdict_exit_status
 from tests.service_helpers import SHORT_GAME, Served, new_table, play, serving
 from tests.test_audit import HAND0, HAND1_TO_LEAD
@@ -185,6 +187,30 @@ async def test_service_export_of_a_finished_game_audits_legal_with_revealed_deal
     data["claimed"] = {"scores": final["scores"], "winner": final["winner"]}
     claimed = audit(data)
     assert claimed["claims"] == [] and verdict_exit_status(claimed) == 0
+
+
+def test_verify_deal_checks_a_commitment(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 4's `verify-deal COMMITMENT SALT DEAL` against A.10 item 4's commitment, computed
+    here independently: one JSON line {valid, commitment as given, computed}; the hex
+    commitment is read in either case and without surrounding space; `-` reads the deal from
+    standard input; a mismatch is exit 1 (0 when it opens)."""
+    deal = record(HAND0)["hands"][0]["deal"]
+    salt = "00a1ff7e"
+    expected = _commitment(deal, salt)
+    given = f" {expected.upper()}\n"
+    assert cli.main(["verify-deal", given, salt, json.dumps(deal)]) == 0
+    line = json.loads(capsys.readouterr().out)
+    assert line == {"valid": True, "commitment": given, "computed": expected}
+    stdin = io.TextIOWrapper(io.BytesIO(json.dumps(deal).encode()), encoding="latin-1")
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert cli.main(["verify-deal", expected, salt, "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["valid"] is True
+    assert cli.main(["verify-deal", expected, "00a1ff7f", json.dumps(deal)]) == 1
+    line = json.loads(capsys.readouterr().out)
+    assert line["valid"] is False and line["commitment"] == expected
+    assert line["computed"] == _commitment(deal, "00a1ff7f")
 
 
 def _run(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
