@@ -107,6 +107,10 @@ class TestErrors:
 
     def test_field_of_another_kind_is_unknown(self) -> None:
         assert '"last"' in error_of({"kind": "meld", "trump": "H", "hand": [], "last": True})
+        # §3's table: trick_points reads cards and last only; a trump would change nothing, so
+        # it is refused rather than silently ignored.
+        query = {"kind": "trick_points", "cards": ["AS"], "trump": "S"}
+        assert error_of(query).startswith('unknown field "trump" in a trick_points query')
 
     def test_missing_field(self) -> None:
         assert '"trump"' in error_of({"kind": "meld", "hand": ["AS"]})
