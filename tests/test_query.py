@@ -17,7 +17,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from referee.query import ANSWER_FIELDS, QUERY_FIELDS, answer_query, run_queries
+from referee.query import (
+    ANSWER_FIELDS,
+    QUERY_FIELDS,
+    QueryError,
+    answer_fields,
+    answer_query,
+    run_queries,
+)
 from referee.rules.options import VARIANT_IDS
 
 
@@ -170,6 +177,28 @@ class TestErrors:
         bad_value = {"kind": "meld", "trump": "H", "hand": [], "options": {"head_rule": "often"}}
         assert '"head_rule"' in error_of(bad_value)
         assert "options" in error_of({"kind": "meld", "trump": "H", "hand": [], "options": [1]})
+
+    @pytest.mark.parametrize(
+        ("query", "field"),
+        [
+            ({"kind": "meld", "trump": "H", "hand": [], "options": [1]}, "options"),
+            ({"kind": "meld", "trump": "H", "hand": [], "variant": "solitaire"}, "variant"),
+            ({"kind": "meld", "trump": "H", "hand": [], "variant": 7}, "variant"),
+            (
+                {"kind": "meld", "trump": "H", "hand": [], "options": {"hed_rule": 1}},
+                "options.hed_rule",
+            ),
+        ],
+    )
+    def test_variant_and_options_errors_name_their_field(
+        self, query: dict[str, Any], field: str
+    ) -> None:
+        """A.9 item 9: options are checked as game creation checks them, and the field at fault
+        is named as CreateGame names it (the RulesService puts it in BadRequest): ``options``
+        when the options object itself is wrong, ``variant`` for an unknown variant."""
+        with pytest.raises(QueryError) as caught:
+            answer_fields(query)
+        assert caught.value.field == field
 
     @pytest.mark.parametrize(
         "query",
