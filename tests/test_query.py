@@ -419,6 +419,13 @@ class TestHandScore:
         answer = ask(self.query(bid=None, declarer=None))
         assert answer == {"delta": [0, 0], "saved": [True, True]}
 
+    def test_a_bid_of_zero_is_the_lower_bound(self) -> None:
+        """§3: bid is an integer >= 0 (a stateless query checks no auction): 0 is scored, -1 is
+        refused with bid named."""
+        # Team 1 makes a 0 contract with 150 meld + 150 points.
+        assert ask(self.query(bid=0)) == {"delta": [130, 300], "saved": [True, True]}
+        assert error_of(self.query(bid=-1)).startswith("bid:")
+
     def test_bid_and_declarer_go_together(self) -> None:
         assert "bid and declarer" in error_of(self.query(declarer=None))
         assert "bid and declarer" in error_of(self.query(bid=None))
