@@ -177,6 +177,20 @@ async def test_no_token_and_the_spectator_token_draw_from_the_same_budget(srv: S
     assert len(await _refused_rows(table)) == BURST
 
 
+async def test_a_retry_delay_keeps_its_fraction_of_a_second(srv: Served) -> None:
+    """Issue 4 (RESOURCE_EXHAUSTED for limits): the client's ``retry_delay`` is RetryInfo's whole
+    Duration in seconds, nanoseconds included: 0.5 s after the budget is spent, the next token
+    is 1.5 s away, not 1."""
+    table = await new_table(srv.client, "partnership", seed="throttle-fraction")
+    intruder = srv.client.seat(table.game_id, "wrong")
+    for _ in range(BURST):
+        await refused(intruder.submit({"type": "pass"}))
+    _clock(srv).now += 0.5
+    error = await refused(intruder.submit({"type": "pass"}))
+    assert error.reason == "TOO_MANY_REFUSALS"
+    assert error.retry_delay == pytest.approx(1.5)
+
+
 async def test_the_budget_refills_at_its_rate(srv: Served) -> None:
     table = await new_table(srv.client, "partnership", seed="throttle-refill")
     intruder = srv.client.seat(table.game_id, "wrong")
