@@ -592,6 +592,25 @@ async def test_stale_expected_version_is_aborted_with_the_current_version(srv: S
     assert (await table.seats[3].submit({"type": "pass"}, expected_version=2))["version"] == 3
 
 
+async def test_a_session_sends_the_version_it_last_saw_or_the_one_given(srv: Served) -> None:
+    """Issue 4 (SubmitAction's expected_version): a session's default is the version its last
+    answer carried, a view's too; an explicit expected_version is sent as given, 0 included, so
+    a stale 0 is ABORTED rather than replaced by the session's version."""
+    table = await new_table(srv.client, "partnership", seed="session-version")
+    await table.seats[1].submit({"type": "pass"}, expected_version=0)
+    await table.seats[2].submit({"type": "pass"}, expected_version=1)
+    seat = table.seats[3]
+    await seat.view()
+    assert seat.version == 2
+    error = await refused(seat.submit({"type": "pass"}, expected_version=0))
+    assert (error.code, error.reason, error.version) == (
+        grpc.StatusCode.ABORTED,
+        "STALE_VERSION",
+        2,
+    )
+    assert (await seat.submit({"type": "pass"}))["version"] == 3
+
+
 async def test_who_may_submit(srv: Served) -> None:
     table = await new_table(srv.client, "partnership", seed="who")
     stub = srv.referee
