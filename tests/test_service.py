@@ -1077,6 +1077,9 @@ async def test_audit_records_streams_one_verdict_per_record(srv: Served) -> None
     assert [r.index for r in raw] == [0, 1]
     assert "violations" in plain(raw[1].verdict)
     assert [r async for r in srv.referee.AuditRecords(pb.AuditRecordsRequest())] == []
+    # The client passes keep_going on (GAME_RECORD.md §2, A.10 item 6: a violations list).
+    kept = [v async for v in srv.client.audit_records(texts[:2], keep_going=True)]
+    assert kept[0]["violations"] == [] and kept[1]["violations"][0] == verdicts[1]["violation"]
 
 
 # ----------------------------------------------------------------------------------------------
