@@ -127,6 +127,10 @@ def postgres_schema(prefix: str = "test_store", *, create: bool = True) -> Itera
         yield schema
     finally:
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            # Bounded: a test that failed may leave a session holding a lock in the schema
+            # (an open() still running on the blocked event loop); the drop then fails
+            # loudly instead of waiting for it for ever.
+            conn.execute("SET lock_timeout = '30s'")
             conn.execute(
                 pgsql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(pgsql.Identifier(schema))
             )
@@ -1223,33 +1227,47 @@ async def test_postgres_migration_runs_without_the_session_limits(
 ) -> None:
     """Review: the 1 -> 2 migration rewrites every game in progress and reads the audit log.
     It ran under the pool's statement and lock timeouts, so on a large store it timed out
-    and the new version could never start; replicas starting meanwhile gave up at the lock."""
+    and the new version could never start; replicas starting meanwhile gave up at the lock.
+
+    A statement added to the migration records the timeouts it ran under, with two replicas
+    opening at once and session limits of their own in force: no timing is involved (this
+    test once used 1 ms limits, which the quick statements around the migration could miss
+    on a busy machine)."""
     with postgres_schema() as schema:
         store = PostgresStore(POSTGRES_URL, schema=schema)
         await store.open()
         await _games_for_the_last_active_migration(store)
         await store.close()
-        await postgres_sql(
-            schema,
-            "INSERT INTO audit (game_id, seq, time, role, seat, rpc, action, public_action,"
-            " outcome, code, request_id, version, previous_hash, hash)"
-            " SELECT 'g2', n, 1600000001.0 + n, 'seat', 1, 'SubmitAction', NULL, NULL,"
-            " 'refused', 'X', '', 0, '', '' FROM generate_series(100, 200099) AS n",
-        )
         await postgres_sql(schema, "ALTER TABLE games DROP COLUMN last_active_at")
         await postgres_sql(schema, "DELETE FROM schema_migrations WHERE version >= 2")
-        # Limits far below what the migration needs (it takes tens of milliseconds here).
-        monkeypatch.setattr(
-            postgres_store,
-            "SESSION_LIMITS",
-            (("statement_timeout", "1ms"), ("lock_timeout", "1ms")),
+        probe = (
+            "CREATE TABLE migration_limits AS SELECT"
+            " current_setting('statement_timeout') AS statement_timeout,"
+            " current_setting('lock_timeout') AS lock_timeout"
         )
+        migrations = list(postgres_store.MIGRATIONS)
+        migrations[2] = (*migrations[2], probe)
+        monkeypatch.setattr(postgres_store, "MIGRATIONS", tuple(migrations))
+        limits = dict(postgres_store.SESSION_LIMITS) | {
+            "statement_timeout": "7s",
+            "lock_timeout": "6s",
+        }
+        monkeypatch.setattr(postgres_store, "SESSION_LIMITS", tuple(limits.items()))
         replicas = [PostgresStore(POSTGRES_URL, schema=schema) for _ in range(2)]
         try:
             await asyncio.gather(*(replica.open() for replica in replicas))
+
+            async def session_limits(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
+                cursor = await conn.execute(
+                    "SELECT current_setting('statement_timeout'), current_setting('lock_timeout')"
+                )
+                return list(await cursor.fetchall())
+
+            assert await replicas[0]._read(session_limits) == [("7s", "6s")]  # the pool's
         finally:
             for replica in replicas:
                 await replica.close()
+        assert await pg_rows(schema, "SELECT * FROM migration_limits") == [("0", "0")]
         rows = await pg_rows(schema, "SELECT game_id, last_active_at FROM games ORDER BY 1")
         assert rows == _LAST_ACTIVE_AFTER_MIGRATION
 
