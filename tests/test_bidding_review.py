@@ -393,14 +393,10 @@ def test_cutthroat_may_bury_melded_cards_option() -> None:
     assert act(state, 1, "discard", cards=["QS", "QS", "JD"]).hand is not None
 
 
-def test_cutthroat_bury_is_free_when_the_scored_melds_leave_too_few_cards() -> None:
-    """Ruling (A.7 item 1 cannot be met): run, marriage, dix, aces, queens and jacks around and
-    a pinochle hold 16 of the declarer's 18 cards, so only two are free and three must be
-    buried. Any card may then be buried, rather than the declarer having no legal action (a
-    random game found this dead end)."""
-    eighteen = "AS KS QS JS AH 10H KH QH JH 9H AD AD QD JD 9D AC QC JC"
+def _at_the_bury(eighteen: str, widow: list[str]) -> GameState:
+    """Cutthroat: seat 1 holds ``eighteen`` less ``widow``, wins the auction, takes the widow,
+    names hearts and shows all eighteen cards; every seat has melded and the bury is next."""
     cards = eighteen.split()
-    widow = ["AD", "9D", "JC"]
     for card in widow:
         cards.remove(card)
     state = begin("cutthroat", {}, ("", " ".join(cards)), widow=" ".join(widow))
@@ -408,6 +404,16 @@ def test_cutthroat_bury_is_free_when_the_scored_melds_leave_too_few_cards() -> N
     state = act(state, 1, "declare_trump", suit="H")
     state = meld_all(state, {1: eighteen})
     assert state.hand is not None and state.hand.phase == BURY
+    return state
+
+
+def test_cutthroat_bury_is_free_when_the_scored_melds_leave_too_few_cards() -> None:
+    """Ruling (A.7 item 1 cannot be met): run, marriage, dix, aces, queens and jacks around and
+    a pinochle hold 16 of the declarer's 18 cards, so only two are free and three must be
+    buried. Any card may then be buried, rather than the declarer having no legal action (a
+    random game found this dead end)."""
+    eighteen = "AS KS QS JS AH 10H KH QH JH 9H AD AD QD JD 9D AC QC JC"
+    state = _at_the_bury(eighteen, widow=["AD", "9D", "JC"])
     (entry,) = [e for e in legal_actions(state, 1) if e["type"] == "discard"]
     offered = entry["from"]
     assert isinstance(offered, list)
@@ -420,15 +426,7 @@ def test_cutthroat_bury_of_exactly_the_free_cards_is_still_bound() -> None:
     pinochle hold 15 of the 18 cards, so exactly three (the tens outside the run) are free.
     The bury can keep every scored card, so it must: those three and nothing else."""
     eighteen = "AS QS JS 10S AH 10H KH QH JH 9H AD QD JD 10D AC QC JC 10C"
-    cards = eighteen.split()
-    widow = ["10S", "10D", "10C"]
-    for card in widow:
-        cards.remove(card)
-    state = begin("cutthroat", {}, ("", " ".join(cards)), widow=" ".join(widow))
-    state, _ = _win_with_events(state, 1)
-    state = act(state, 1, "declare_trump", suit="H")
-    state = meld_all(state, {1: eighteen})
-    assert state.hand is not None and state.hand.phase == BURY
+    state = _at_the_bury(eighteen, widow=["10S", "10D", "10C"])
     (entry,) = [e for e in legal_actions(state, 1) if e["type"] == "discard"]
     assert entry["count"] == 3 and entry["from"] == ["10S", "10D", "10C"]
     assert refuse(state, 1, "discard", cards=["10S", "10D", "AS"]).code == "CANNOT_BURY_MELD"
