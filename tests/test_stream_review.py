@@ -10,6 +10,7 @@ seq cursor (``after_seq``), and a snapshot was sent when every wanted event was 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import random
 import sqlite3
@@ -568,3 +569,22 @@ async def test_the_server_credential_may_export_a_game_in_progress(srv: Served) 
     assert await server.export() == await table.adj.export()
     for session in (table.spec, *table.seats):
         assert (await refused(session.export())).code == grpc.StatusCode.PERMISSION_DENIED
+
+
+async def test_closing_a_client_watch_ends_its_call_at_once(srv: Served) -> None:
+    """The Python client cancels a watch's call when the iterator is closed, so the server
+    stops following the game for it then, not whenever the call object is collected. With the
+    garbage collector paused, only the cancellation can end the server's stream."""
+    table = await new_table(srv.client, "partnership", seed="close-watch")
+    live = srv.running.games.games[table.game_id]
+    gc.disable()
+    try:
+        stream = table.spec.watch(0)
+        assert await anext(stream)
+        assert live.watchers == 1
+        await stream.aclose()
+        async with asyncio.timeout(5):
+            while live.watchers:
+                await asyncio.sleep(0.01)
+    finally:
+        gc.enable()
