@@ -244,7 +244,7 @@ def _play_hand(
     for index, raw in enumerate(actions):
         audit.actions_checked += 1
         try:
-            if not isinstance(raw, Mapping):
+            if type(raw) is not dict and not isinstance(raw, Mapping):  # dict: the fast case
                 raise IllegalAction("MALFORMED_ACTION", "an action must be a JSON object")
             seat = raw.get("seat")
             if isinstance(seat, bool) or not isinstance(seat, int):

@@ -41,6 +41,8 @@ from referee.engine.state import (
     TRUMP,
     GameState,
     HandState,
+    evolve_game,
+    evolve_hand,
 )
 from referee.engine.views import view
 from referee.rules.cards import format_card, format_cards
@@ -1101,6 +1103,33 @@ def test_equal_events_serialize_equally() -> None:
     assert (
         a.serialize() == '{"audience":"everyone","count":4,"from":3,"kind":"cards_passed","to":1}'
     )
+
+
+# --------------------------------------------------------------------------------------------
+# State values
+
+
+def test_evolving_a_state_changes_only_the_named_fields() -> None:
+    """``evolve_hand`` and ``evolve_game`` build new values by field index (not ``_replace``):
+    the copy has the right type and the named fields, the rest and the original are unchanged,
+    and a name that is not a field is refused."""
+    rules = resolve_options("partnership", {})
+    state, _ = start_hand(new_game(rules, 0), SeededDeals("evolve").next_deal(rules, 0, 0))
+    old_hand = hand(state)
+    new_hand = evolve_hand(old_hand, turn=3, trick_leader=2, scored_melds=((0, "x", (), 0),))
+    assert type(new_hand) is HandState
+    assert (new_hand.turn, new_hand.trick_leader) == (3, 2)
+    assert new_hand.scored_melds == ((0, "x", (), 0),)
+    assert new_hand._replace(turn=old_hand.turn, trick_leader=0, scored_melds=()) == old_hand
+    assert (old_hand.turn, old_hand.trick_leader, old_hand.scored_melds) == (1, 0, ())
+    new_state = evolve_game(state, version=7, over=True)
+    assert type(new_state) is GameState
+    assert new_state._replace(version=state.version, over=False) == state
+    assert (new_state.version, new_state.over, state.version, state.over) == (7, True, 0, False)
+    with pytest.raises(ValueError, match="no field 'trun'"):
+        evolve_hand(old_hand, trun=1)
+    with pytest.raises(ValueError, match="no field 'hand_state'"):
+        evolve_game(state, hand_state=None)
 
 
 # --------------------------------------------------------------------------------------------

@@ -142,11 +142,31 @@ class GameState(NamedTuple):
         return self.setup.rules
 
 
+_HAND_FIELD_INDEX: Final = {name: index for index, name in enumerate(HandState._fields)}
+_GAME_FIELD_INDEX: Final = {name: index for index, name in enumerate(GameState._fields)}
+
+
 def evolve_hand(old: HandState, /, **changes: Any) -> HandState:
-    """A copy of ``old`` with ``changes`` (unknown names raise ValueError)."""
-    return old._replace(**changes)
+    """A copy of ``old`` with ``changes`` (unknown names raise ValueError).
+
+    Not ``_replace``: that pops every one of the 36 field names from the changes, where an
+    action changes two to five; setting only those by index makes ``apply`` about a tenth
+    faster (``bench/engine.py``)."""
+    values = list(old)
+    try:
+        for name, value in changes.items():
+            values[_HAND_FIELD_INDEX[name]] = value
+    except KeyError as unknown:
+        raise ValueError(f"HandState has no field {unknown}") from None
+    return tuple.__new__(HandState, values)
 
 
 def evolve_game(old: GameState, /, **changes: Any) -> GameState:
-    """A copy of ``old`` with ``changes`` (unknown names raise ValueError)."""
-    return old._replace(**changes)
+    """A copy of ``old`` with ``changes`` (unknown names raise ValueError), as ``evolve_hand``."""
+    values = list(old)
+    try:
+        for name, value in changes.items():
+            values[_GAME_FIELD_INDEX[name]] = value
+    except KeyError as unknown:
+        raise ValueError(f"GameState has no field {unknown}") from None
+    return tuple.__new__(GameState, values)

@@ -71,6 +71,9 @@ def parse_card(text: object) -> Card:
     """Parse ``"QS"``, ``"10h"`` or ``"TH"`` (case-insensitive) into a card int."""
     if not isinstance(text, str):
         raise CardSyntaxError(f"a card must be a string like 'QS', got {text!r}")
+    card = _CARD_BY_TEXT.get(text)  # the usual spelling first: no copies of the text
+    if card is not None:
+        return card
     card = _CARD_BY_TEXT.get(text.strip().upper())
     if card is None:
         raise CardSyntaxError(f"{text!r} is not a card (rank A 10 K Q J 9, then suit S H D C)")
