@@ -118,6 +118,24 @@ def test_max_raise_caps_every_level_and_can_close_the_bidding() -> None:
     assert legal_actions(state, 0) == [{"type": "pass"}]
 
 
+def test_the_bid_entrys_max_is_the_highest_legal_bid() -> None:
+    """A.10 item 2: a bid entry's ``max`` is a bid (the example: min 260, step 10, max 270).
+    With a max_raise of 15 by steps of 10, the highest raise is 10: the entry says 260, not 265,
+    and the refusal names 260 as the limit. Under a schedule the grid is the standing level's
+    step: max_raise 7 by 5s from 61 allows 66 only."""
+    state = begin("partnership", {"max_raise": 15})
+    assert bid_entry(state, 1) == {"type": "bid", "min": 250, "step": 10, "max": 250}
+    state = act(state, 1, "bid", amount=250)
+    assert bid_entry(state, 2) == {"type": "bid", "min": 260, "step": 10, "max": 260}
+    refused = refuse(state, 2, "bid", amount=270)
+    assert refused.code == "BID_BAD_RAISE" and "at most 260" in refused.message
+    state = begin("double-deck", {"bid_schedule": SCHEDULE, "max_raise": 7})
+    state = act(state, 1, "bid", amount=56)
+    state = act(state, 2, "bid", amount=61)
+    assert bid_entry(state, 3) == {"type": "bid", "min": 66, "step": 5, "max": 66}
+    assert refuse(state, 3, "bid", amount=68).code == "BID_BAD_RAISE"
+
+
 def test_a_step_above_max_raise_at_min_bid_is_refused_at_creation() -> None:
     """A.1: combinations that make no sense are refused at creation; a dealer stuck with no
     legal bid would have no legal action at all."""

@@ -332,7 +332,12 @@ def _after_action(state: GameState, hand: HandState, events: Events) -> tuple[Ga
 
 
 def bid_window(setup: Setup, hand: HandState) -> tuple[int, int, int | None]:
-    """(lowest legal bid, step, highest legal bid or None) for the next bid (A.2, A.7 item 3)."""
+    """(lowest legal bid, step, highest legal bid or None) for the next bid (A.2, A.7 item 3).
+
+    The highest is itself a legal bid, as A.10 item 2's ``max`` reads: with a ``max_raise``
+    that is not a multiple of the step (15 by 10s), the largest raise is the last whole step
+    (10), not the bound (a bid entry saying 265 when 260 is the highest bid would mislead a
+    client; the set of bids it denotes is the same). Below ``lowest`` no bid is legal."""
     rules = setup.rules
     if hand.high_bid is None:
         step = rules.step_at(rules.min_bid)
@@ -340,7 +345,7 @@ def bid_window(setup: Setup, hand: HandState) -> tuple[int, int, int | None]:
     else:
         step = rules.step_at(hand.high_bid)
         base = hand.high_bid
-    highest = None if rules.max_raise is None else base + rules.max_raise
+    highest = None if rules.max_raise is None else base + rules.max_raise // step * step
     return base + step, step, highest
 
 
