@@ -29,10 +29,10 @@ from referee.engine.errors import IllegalAction
 from referee.engine.events import Event
 from referee.engine.game import Game, GivenDeals
 from referee.engine.state import GameState
-from referee.engine.views import ADJUDICATOR, view
+from referee.engine.views import ADJUDICATOR, SPECTATOR, view
 from referee.rules.cards import canonical_deck, parse_card
 from referee.rules.dealing import Deal
-from referee.rules.options import OptionError, resolve_options
+from referee.rules.options import OptionError, RuleSet, resolve_options
 from tests.oracle_auction import (
     AUCTION,
     BURY,
@@ -48,12 +48,14 @@ from tests.oracle_auction import (
     entry_key,
     step_in_force,
 )
-from tests.strategies import choose_action, make_game, pick, sample
+from tests.strategies import all_legal, choose_action, make_game, pick, sample
 
 VARIANTS = ("cutthroat", "partnership", "double-deck", "partnership-no-bid")
 GAMES_PER_VARIANT = 60
 HANDS_PER_GAME = 3
 MAX_ACTIONS = 400
+#: How often a hand past the modelled phases is conceded when it can be (play is another area).
+FAST_CONCESSION = 0.8
 
 JsonAction = dict[str, object]
 
@@ -88,6 +90,8 @@ def _draw_options(rng: random.Random, variant: str) -> dict[str, Any]:
     if rng.random() < 0.25:
         options["meld_declaration"] = "auto"
     if variant == "partnership-no-bid":
+        if rng.random() < 0.3:
+            options["meld_values"] = {"dix": [pick(rng, [0, 5, 25])]}  # A.9 item 5
         return options
     scale = 1 if variant == "double-deck" else 10
     if variant == "double-deck" and rng.random() < 0.4:
@@ -201,7 +205,11 @@ def compare_position(state: GameState, oracle: AuctionOracle) -> None:
         assert hand_view["bid"] == oracle.high_bid, where
     assert hand_view["hands"] == [cards_of(h) for h in oracle.hands], where
     assert hand_view["auction"] == oracle.calls, where
+    if oracle.declarer is not None:
+        check_widow_views(state, oracle)
     window = bid_window(oracle) if oracle.phase == AUCTION else range(0)
+    # Only the seat to act can bid (bid_allowed is False for the others; no need to ask).
+    turn_bids = {v for v in window if oracle.bid_allowed(oracle.turn, v)}
     for seat in range(rules.players):
         entries = legal_actions(state, seat)
         bids = [e for e in entries if e["type"] == "bid"]
@@ -212,13 +220,31 @@ def compare_position(state: GameState, oracle: AuctionOracle) -> None:
         )
         expected = sorted(entry_key(e) for e in oracle.legal(seat))
         assert others == expected, f"{where} seat {seat}"
-        wanted = {v for v in window if oracle.bid_allowed(seat, v)}
+        wanted = turn_bids if seat == oracle.turn else set()
         if not bids:
             assert not wanted, f"{where} seat {seat}: no bid entry, model allows {sorted(wanted)}"
             continue
         assert len(bids) == 1, f"{where} seat {seat}"
         assert engine_bid_amounts(bids[0], window) == wanted, f"{where} seat {seat}: {bids[0]}"
         assert (bids[0]["max"] is None) == oracle.bids_unbounded(), f"{where} seat {seat}"
+
+
+def check_widow_views(state: GameState, oracle: AuctionOracle) -> None:
+    """A.10 item 3: once it joins the declarer's hand the cutthroat widow is shown to all; a
+    kitty only to the declarer."""
+    spectator = view(state, SPECTATOR)["hand"]
+    assert isinstance(spectator, dict)
+    if state.rules.variant == "cutthroat":
+        assert canonical(card_list(spectator["widow"])) == canonical(oracle.widow)
+        return
+    assert spectator["widow"] is None and "kitty" not in spectator
+    for seat in range(state.rules.players):
+        seat_view = view(state, seat)["hand"]
+        assert isinstance(seat_view, dict)
+        if seat == oracle.declarer and oracle.widow:
+            assert canonical(card_list(seat_view["kitty"])) == canonical(oracle.widow)
+        else:
+            assert "kitty" not in seat_view
 
 
 def probe(state: GameState, oracle: AuctionOracle, rng: random.Random) -> int:
@@ -376,6 +402,20 @@ def check_events(oracle: AuctionOracle, before_phase: str, events: list[Event]) 
         assert result["delta"] == delta and result["conceded"] is True
 
 
+def check_dix_exchange(
+    rules: RuleSet, seat: int, took: str | None, oracle: AuctionOracle, events: list[Event]
+) -> None:
+    """A.7 item 7, A.9 item 5: the exchanger takes the turned card, gives the 9 of trumps and
+    scores the table's dix value."""
+    (event,) = [e for e in events if e.kind == "dix_exchanged"]
+    assert event.data == {
+        "seat": seat,
+        "took": took,
+        "gave": oracle.turn_up,
+        "points": rules.meld_values["dix"][0],
+    }
+
+
 def check_play_reached(state: GameState, oracle: AuctionOracle) -> None:
     """Where the model stops: the engine is in the play phase (its concession window) with the
     hands the model expects, the declarer (no-bid: the dealer's left) to lead (§3.5, §4.6,
@@ -425,6 +465,15 @@ def observe_meld(state: GameState, oracle: AuctionOracle) -> None:
     )
 
 
+def concession_or_random(state: GameState, rng: random.Random) -> tuple[int, JsonAction]:
+    """The declarer's concession when one is open (it ends the hand at once, so the next
+    auction comes sooner), else a random action."""
+    for seat, entry in all_legal(state):
+        if entry["type"] == "concede":
+            return seat, dict(entry)
+    return choose_action(state, rng)
+
+
 def play_and_compare(variant: str, options: dict[str, Any], seed: int, tally: Tally) -> None:
     """Up to HANDS_PER_GAME hands of one seeded game: the model's phases are compared and
     probed at every position and driven by the model's own choices; meld and play by the
@@ -455,12 +504,18 @@ def play_and_compare(variant: str, options: dict[str, Any], seed: int, tally: Ta
             tally.seen.update(situations(oracle))
         if modelled and oracle.phase != MELD:
             seat, action = oracle.turn, oracle_action(oracle, rng, pass_rate)
+        elif oracle.phase == PLAY and rng.random() < FAST_CONCESSION:
+            seat, action = concession_or_random(state, rng)
         else:
             seat, action = choose_action(state, rng)
-        before = oracle.phase
+        before, turn_up_before = oracle.phase, oracle.turn_up
         events = game.act(seat, decode_action(action))
         if modelled:
             oracle.apply(seat, action)
+            if action["type"] == "exchange_dix":
+                check_dix_exchange(state.rules, seat, turn_up_before, oracle, events)
+            hand_ended = any(event.kind == "hand_result" for event in events)
+            assert hand_ended == (oracle.phase == HAND_OVER), f"{before}: {action}"
             check_events(oracle, before, events)
             if oracle.phase == PLAY:
                 check_play_reached(game.state, oracle)
