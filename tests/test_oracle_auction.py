@@ -26,7 +26,7 @@ import pytest
 from referee.engine.actions import decode_action
 from referee.engine.engine import apply, legal_actions
 from referee.engine.errors import IllegalAction
-from referee.engine.events import Event
+from referee.engine.events import EVERYONE, Event
 from referee.engine.game import Game, GivenDeals
 from referee.engine.state import GameState
 from referee.engine.views import ADJUDICATOR, SPECTATOR, view
@@ -39,6 +39,7 @@ from tests.oracle_auction import (
     HAND_OVER,
     KITTY_DISCARD,
     MELD,
+    PARTNER_PASS,
     PLAY,
     SUIT_ORDER,
     TRUMP,
@@ -366,8 +367,9 @@ def side_count(oracle: AuctionOracle) -> int:
 
 
 def check_events(oracle: AuctionOracle, before_phase: str, events: list[Event]) -> None:
-    """A.7 items 1, 2, 5: the contract event, the widow shown to all (cutthroat), the redeal and
-    the no-marriage concession's result."""
+    """A.7 items 1, 2, 5, A.10 item 3: the public events of each call, the contract, the widow
+    shown to all (cutthroat), trump, passes and discards (counts only), the redeal and the
+    no-marriage concession's result."""
     kinds = {e.kind: e.data for e in events}
     if before_phase == AUCTION and oracle.phase != AUCTION:
         if oracle.phase == HAND_OVER:
@@ -389,11 +391,22 @@ def check_events(oracle: AuctionOracle, before_phase: str, events: list[Event]) 
                     assert kinds["kitty_taken"] == {"seat": oracle.declarer, "count": 4}
                     cards = card_list(kinds["kitty_cards"]["cards"])
                     assert canonical(cards) == canonical(oracle.widow)
+    public = {e.kind: e.data for e in events if e.audience == EVERYONE}
+    if before_phase == AUCTION:
+        assert public["call"] == oracle.calls[-1]
+    if before_phase == TRUMP and oracle.phase != HAND_OVER:
+        assert public["trump_declared"] == {"seat": oracle.declarer, "suit": oracle.trump}
+    if "cards_passed" in public:
+        assert oracle.declarer is not None
+        giver = oracle.partner() if before_phase == PARTNER_PASS else oracle.declarer
+        count = oracle.rules.exchange_count
+        assert public["cards_passed"] == {"from": giver, "to": (giver + 2) % 4, "count": count}
+    if "cards_discarded" in public:
+        count = 3 if before_phase == BURY else 4
+        assert public["cards_discarded"] == {"seat": oracle.declarer, "count": count}
     for event in events:
         if event.kind == "kitty_cards":
             assert event.audience == oracle.declarer  # A.10 item 3: the declarer only
-        if event.kind == "cards_passed":
-            assert event.data["count"] == oracle.rules.exchange_count
     if before_phase == TRUMP and oracle.phase == HAND_OVER:
         assert oracle.declarer is not None and oracle.high_bid is not None
         result = kinds["hand_result"]
