@@ -382,7 +382,7 @@ class AuctionOracle:
         return entries
 
     def apply(self, seat: int, action: Mapping[str, object]) -> None:
-        """The effect of an accepted action (the engine accepted it; the model only follows)."""
+        """The effect of an action accepted in one of the modelled phases."""
         kind = action["type"]
         if kind == "bid":
             amount = action["amount"]
@@ -393,14 +393,15 @@ class AuctionOracle:
         elif kind == "declare_trump":
             self._declare_trump(str(action["suit"]))
         elif kind == "concede":
-            self.phase = PLAY if self.phase != TRUMP else HAND_OVER
+            self.phase = HAND_OVER  # the no-marriage concession (A.7 item 5)
         elif kind == "pass_cards":
             self._pass_cards(seat, self._cards(action))
         elif kind == "discard":
             self._remove(seat, self._cards(action))
-            self.phase = PLAY if self.phase == BURY else MELD
-            if self.phase == MELD:
-                assert self.declarer is not None
+            if self.phase == BURY:
+                self.phase = PLAY  # A.7 item 1: the bury is the last step before play
+            else:
+                assert self.declarer is not None  # the kitty discard comes before meld
                 self._enter_meld(first=self.declarer)
         elif kind == "exchange_dix":
             self._exchange_dix(seat)
