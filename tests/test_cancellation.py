@@ -113,6 +113,36 @@ async def next_event(stream: AsyncIterator[dict[str, Any]], version: int) -> dic
     return await asyncio.wait_for(find(), BOUND)
 
 
+def record_handlers(
+    monkeypatch: pytest.MonkeyPatch, games: Any, method: str
+) -> list[asyncio.Task[Any]]:
+    """The tasks that call ``games.<method>`` from now on: gRPC runs each call's handler in a
+    task of its own, and the servicer calls the game manager from it."""
+    tasks: list[asyncio.Task[Any]] = []
+    original = getattr(games, method)
+
+    async def recording(*args: Any, **kwargs: Any) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        tasks.append(task)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(games, method, recording)
+    return tasks
+
+
+async def until_cancelled(handlers: list[asyncio.Task[Any]]) -> None:
+    """Wait until the server has cancelled the one recorded handler. The server enforces a
+    deadline on its own clock: on a loaded machine the client can see it expire well before
+    the server cancels the handler, which, let go too early, would finish with OK."""
+    (handler,) = handlers
+    for _ in range(int(BOUND / 0.01)):
+        if handler.cancelling():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the server never cancelled the handler")
+
+
 @pytest.mark.usefixtures("json_logs")  # configured below, after serving() quieted the logs
 @pytest.mark.parametrize("held", ["before", "after"])
 async def test_a_commit_under_way_when_the_deadline_expires_is_finished(
@@ -141,9 +171,10 @@ async def test_a_commit_under_way_when_the_deadline_expires_is_finished(
         return row
 
     monkeypatch.setattr(store, "commit", slow_commit)
+    handlers = record_handlers(monkeypatch, srv.running.games, "submit")
     await deadline_expires(submit(srv, table, 1, BID, 0, "bid-1", timeout=0.1))
     assert entered.is_set()  # the manager had handed the commit over
-    await asyncio.sleep(0.3)  # the server cancels its handler meanwhile
+    await until_cancelled(handlers)
     # Another action at the next version waits for the game's lock: the cancelled call still
     # holds it (were it released, this one would meet version 0 and be ABORTED).
     follower = asyncio.create_task(submit(srv, table, 2, PASS, 1, "pass-2"))
@@ -264,11 +295,13 @@ async def test_a_create_game_cancelled_during_its_write_is_still_registered(
         await asyncio.wait_for(gate.wait(), BOUND)
 
     monkeypatch.setattr(store, "create_game", slow_create)
+    handlers = record_handlers(monkeypatch, games, "create")
     before = set(games.games)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await srv.referee.CreateGame(pb.CreateGameRequest(variant="partnership"), timeout=0.1)
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     assert entered.is_set()
+    await until_cancelled(handlers)
     gate.set()
     monkeypatch.undo()
     for _ in range(int(BOUND / 0.05)):

@@ -80,10 +80,15 @@ class Collector:
         return self.items
 
 
-async def until_idle(stream: Any, idle: float = 0.25) -> list[dict[str, Any]]:
-    """Items of an open stream until nothing comes for ``idle`` seconds (or it ends); closes it."""
+async def until_idle(stream: Any, idle: float = 0.5, first: float = 10) -> list[dict[str, Any]]:
+    """Items of an open stream until nothing comes for ``idle`` seconds (or it ends); closes it.
+
+    Every stream read here has something to send at once, so the first item is waited for up
+    to ``first`` seconds: on a loaded machine the server may take longer than ``idle`` to start
+    (that cut a list short once). The idle wait only decides that the backlog is over."""
     items: list[dict[str, Any]] = []
     try:
+        items.append(await asyncio.wait_for(anext(stream), first))
         while True:
             items.append(await asyncio.wait_for(anext(stream), idle))
     except (TimeoutError, StopAsyncIteration):
