@@ -25,6 +25,7 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 from pinochle_client import RefereeError
+from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee import cli
@@ -354,6 +355,44 @@ async def test_a_creation_stored_while_the_cap_is_counted_counts_once(
     await asyncio.wait_for(first, held.BOUND)
     assert second.game_id in await held.store.list_games()
     assert await held.store.count_active_games() == 2
+
+
+def _games_active() -> float | None:
+    return REGISTRY.get_sample_value("referee_games_active")
+
+
+async def test_a_creation_stored_before_a_recount_is_counted_once(held: HeldCreations) -> None:
+    """Review (a flaky idle-games test): a creation whose write had landed but whose call had
+    not yet counted it was counted by the recount's read, then by itself: the gauge said 2."""
+    manager = GameManager(cast(GameStore, held))
+    finish = held.after_write = asyncio.Event()
+    creation = asyncio.ensure_future(_create_in(manager))
+    await asyncio.wait_for(held.written.wait(), held.BOUND)  # stored, not yet counted
+    await asyncio.wait_for(manager.recount_active_games(), held.BOUND)
+    finish.set()
+    await asyncio.wait_for(creation, held.BOUND)
+    assert _games_active() == 1
+    await manager.recount_active_games()
+    assert _games_active() == 1
+
+
+async def test_a_creation_stored_while_a_recount_reads_is_counted(held: HeldCreations) -> None:
+    """Review: a creation stored (and counted by itself) while the recount's read was under way
+    was wiped out when the recount set the gauge from a read that had not seen it."""
+    manager = GameManager(cast(GameStore, held))
+    write = held.before_write = asyncio.Event()
+    creation = asyncio.ensure_future(_create_in(manager))
+    await asyncio.wait_for(held.writing.wait(), held.BOUND)  # admitted, not yet written
+    compare = held.after_read = asyncio.Event()
+    recount = asyncio.ensure_future(manager.recount_active_games())
+    await asyncio.wait_for(held.read.wait(), held.BOUND)  # read without the game
+    write.set()
+    await asyncio.wait_for(creation, held.BOUND)  # stored and counted
+    compare.set()
+    await asyncio.wait_for(recount, held.BOUND)
+    assert _games_active() == 1
+    await manager.recount_active_games()
+    assert _games_active() == 1
 
 
 async def test_request_size_is_limited(tmp_path: Path) -> None:

@@ -561,11 +561,22 @@ class GameManager:
         since the recount is still in the gauge, so it must not be added again when it wakes,
         and must be taken out when it ends. Judged against the current threshold, such a game
         was counted twice, or its end was never subtracted, until the next recount.
+
+        Creations count exactly once, as for the cap (``create``): none is admitted while the
+        store reads, the ones under way are left out of the read (each adds itself when it is
+        stored), and those of them stored meanwhile are added back, because setting the gauge
+        undoes their own count. Counted by the read alone, a creation stored just before it
+        was counted twice (the read, then its own count), and one stored during it was lost.
         """
-        since = self.active_since()
-        count = await self.store.count_active_games(since)
-        self.counted_since = since
-        metrics.GAMES_ACTIVE.set(count)
+        async with self._counting:
+            since = self.active_since()
+            creating = frozenset(self._creating)
+            count = await self.store.count_active_games(since, excluding=creating)
+            stored_meanwhile = sum(
+                1 for game_id in creating if game_id not in self._creating and game_id in self.games
+            )
+            self.counted_since = since
+            metrics.GAMES_ACTIVE.set(count + stored_meanwhile)
 
     # ----------------------------------------------------------------------------------------
     # Who is calling
