@@ -79,10 +79,15 @@ def test_double_deck_run_shares_marriage_cards_at_run_level_two() -> None:
     assert shared["total"] == 162
 
 
-def _cutthroat_third_hand(options: dict[str, Any]) -> list[str]:
-    """Cutthroat, dealer 0: seat 1 wins at 300, names hearts, buries the widow and leads 9C;
-    seat 2 (defender) plays KC and is winning; the legal plays of seat 0 (the other defender)."""
-    hands = ("AC QC", "9C AH AH 10H 10H KH KH QH QH JH JH AS AS 10S 10S", "KC")
+def _cutthroat_third_hand(
+    options: dict[str, Any],
+    hands: tuple[str, ...] = ("AC QC", "9C AH AH 10H 10H KH KH QH QH JH JH AS AS 10S 10S", "KC"),
+    lead: str = "9C",
+    follow: str = "KC",
+) -> list[str]:
+    """Cutthroat, dealer 0: seat 1 wins at 300, names hearts, buries the widow and leads
+    ``lead``; seat 2 (a defender) plays ``follow``; the legal plays of seat 0 (the other
+    defender). By default seat 2's KC is winning the trick."""
     state = begin("cutthroat", options, hands, widow="9S 9S 9D")
     state = act(state, 1, "bid", amount=300)
     state = act(state, 2, "pass")
@@ -91,8 +96,8 @@ def _cutthroat_third_hand(options: dict[str, Any]) -> list[str]:
     for seat in (1, 2, 0):
         state = act(state, seat, "meld", cards=[])
     state = act(state, 1, "discard", cards=["9S", "9S", "9D"])
-    state = act(state, 1, "play", card="9C")
-    state = act(state, 2, "play", card="KC")
+    state = act(state, 1, "play", card=lead)
+    state = act(state, 2, "play", card=follow)
     return [str(e["card"]) for e in legal_actions(state, 0) if e["type"] == "play"]
 
 
@@ -119,17 +124,7 @@ def test_cutthroat_declarer_is_nobodys_partner_for_head_over_partner() -> None:
         "KC AH AH 10H 10H KH KH QH QH JH JH AS AS 10S 10S",
         "9C AD AD 10D 10D KD KD QD QD JD JD 9D KS KS QS",
     )
-    state = begin("cutthroat", {"head_over_partner": False}, hands, widow="9S 9S 9D")
-    state = act(state, 1, "bid", amount=300)
-    state = act(state, 2, "pass")
-    state = act(state, 0, "pass")
-    state = act(state, 1, "declare_trump", suit="H")
-    for seat in (1, 2, 0):
-        state = act(state, seat, "meld", cards=[])
-    state = act(state, 1, "discard", cards=["9S", "9S", "9D"])
-    state = act(state, 1, "play", card="KC")
-    state = act(state, 2, "play", card="9C")
-    plays = [str(e["card"]) for e in legal_actions(state, 0) if e["type"] == "play"]
+    plays = _cutthroat_third_hand({"head_over_partner": False}, hands, lead="KC", follow="9C")
     assert plays == ["AC", "10C"]
 
 
