@@ -247,9 +247,9 @@ def _play_hand(
             if type(raw) is not dict and not isinstance(raw, Mapping):  # dict: the fast case
                 raise IllegalAction("MALFORMED_ACTION", "an action must be a JSON object")
             seat = raw.get("seat")
-            if isinstance(seat, bool) or not isinstance(seat, int):
+            if type(seat) is not int and (isinstance(seat, bool) or not isinstance(seat, int)):
                 raise IllegalAction("MALFORMED_ACTION", "an action needs an integer seat", "seat")
-            action = decode_action({k: v for k, v in raw.items() if k != "seat"})
+            action = decode_action(raw, seat_key=True)
             check_seat(state.setup.rules, seat)  # MALFORMED_ACTION comes first (A.5)
             if state.hand is None and not state.over:
                 raise IllegalAction(

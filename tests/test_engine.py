@@ -8,6 +8,7 @@ card points, trick order, replay, export and audit).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import itertools
 import json
 import random
@@ -1323,6 +1324,44 @@ def test_an_optional_field_given_as_null_is_left_out(
     with pytest.raises(IllegalAction) as caught:
         decode_action({"type": "meld", "cards": None})
     assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", "cards")
+
+
+@pytest.mark.parametrize("seat", [True, False, -1, 4, "1", 1.0, None])
+def test_apply_refuses_a_seat_that_is_not_one_at_the_table(seat: object) -> None:
+    """A.5: a seat outside the table (a bool, another type, out of range) is MALFORMED_ACTION
+    before any other check, here before NOT_YOUR_TURN; the state is untouched."""
+    game = Game(resolve_options("partnership", {}), dealer=0, deals=SeededDeals("seats"))
+    before = game.state
+    with pytest.raises(IllegalAction) as caught:
+        apply(before, seat, decode_action({"type": "pass"}))  # type: ignore[arg-type]
+    assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", "seat")
+    assert game.state is before
+
+
+def test_apply_takes_an_int_subclass_as_a_seat() -> None:
+    """Only bool among int's subclasses is refused: an ``IntEnum`` seat is its number."""
+
+    class Seat(enum.IntEnum):
+        FIRST = 1
+
+    game = Game(resolve_options("partnership", {}), dealer=0, deals=SeededDeals("seats"))
+    state, events = apply(game.state, Seat.FIRST, decode_action({"type": "pass"}))
+    assert [e.kind for e in events][:1] == ["call"] and state.version == game.state.version + 1
+
+
+def test_a_seat_key_is_read_only_where_the_caller_says_actions_carry_one() -> None:
+    """A recorded action carries its seat beside its fields; the audit decodes it in place
+    (``seat_key=True``) instead of copying it without the seat. Anywhere else ``seat`` is an
+    extra field, and a ``seat_key`` allows no other extra field."""
+    assert decode_action({"type": "play", "seat": 2, "card": "AS"}, seat_key=True) == (
+        decode_action({"type": "play", "card": "AS"})
+    )
+    with pytest.raises(IllegalAction) as caught:
+        decode_action({"type": "play", "seat": 2, "card": "AS"})
+    assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", "seat")
+    with pytest.raises(IllegalAction) as caught:
+        decode_action({"type": "play", "seat": 2, "card": "AS", "suit": "H"}, seat_key=True)
+    assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", "suit")
 
 
 def test_the_game_keeps_every_event_once() -> None:

@@ -182,11 +182,14 @@ def _combinations(value: object) -> tuple[DeclaredCombination, ...]:
     return tuple(result)
 
 
-def decode_action(data: object) -> Action:
-    """Decode the JSON form of an action (without its ``seat``).
+def decode_action(data: object, *, seat_key: bool = False) -> Action:
+    """Decode the JSON form of an action.
 
-    Written for the audit's and the service's hot path: a plain dict is recognised before the
-    slower ``Mapping`` check, and a card play, most actions of a game, is decoded first."""
+    With ``seat_key`` the object may also hold a ``seat`` key, which the caller reads (a
+    recorded game's actions carry their seat); it is ignored here, so the audit need not copy
+    every action without it. Written for the audit's and the service's hot path: a plain dict
+    is recognised before the slower ``Mapping`` check, and a card play, most actions of a
+    game, is decoded first."""
     if type(data) is not dict and not isinstance(data, Mapping):
         raise _malformed("an action must be a JSON object with a type")
     kind = data.get("type")
@@ -196,7 +199,7 @@ def decode_action(data: object) -> Action:
         )
     fields = _FIELDS[kind]
     for key in data:
-        if key != "type" and key not in fields:
+        if key != "type" and key not in fields and not (seat_key and key == "seat"):
             raise _malformed(f"{kind} takes no field {key!r}", str(key))
     for key, required in fields.items():
         if required and key not in data:

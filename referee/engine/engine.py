@@ -174,7 +174,7 @@ def check_deal(setup: Setup, deal: Deal, dealer: int) -> None:
     if setup.two_handed and deal.turn_up is not None:
         dealt.append(deal.turn_up)
     dealt.sort()
-    if dealt != list(canonical_deck(rules.deck)):
+    if tuple(dealt) != canonical_deck(rules.deck):
         raise DealError(f"the deal is not a whole {rules.deck}-card deck")
 
 
@@ -233,43 +233,56 @@ def start_hand(state: GameState, deal: Deal) -> tuple[GameState, Events]:
 
 def check_seat(rules: RuleSet, seat: object) -> None:
     """A seat outside the table is a malformed action, before every other code (A.5)."""
+    # ``type(...) is int`` first: the usual case without two isinstance calls (bool, a
+    # subclass of int, is not a seat).
+    if type(seat) is int and 0 <= seat < rules.players:
+        return
     if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < rules.players:
         raise IllegalAction(
             "MALFORMED_ACTION", f"seat must be a number from 0 to {rules.players - 1}", "seat"
         )
 
 
-def apply(state: GameState, seat: int, action: Action) -> tuple[GameState, Events]:
-    """Validate ``action`` by ``seat`` and return the new state and its events.
-
-    Raises ``IllegalAction`` (the first A.5 code that applies) and changes nothing otherwise.
-    """
-    setup = state.setup
-    rules = setup.rules
-    check_seat(rules, seat)
-    if isinstance(action, Pass) and action.help and not rules.allow_pass_with_help:
+def _check_optional_fields(setup: Setup, seat: int, action: Action) -> None:
+    """The MALFORMED_ACTION checks that depend on the variant's options (A.4, A.8 item 1)."""
+    if isinstance(action, Pass) and action.help and not setup.rules.allow_pass_with_help:
         raise IllegalAction(
             "MALFORMED_ACTION",
             f"seat {seat}: pass with help is not allowed in this game (allow_pass_with_help)",
             "help",
         )
-    if (
-        isinstance(action, Meld)
-        and setup.two_handed
-        and (action.name is None or action.melds is not None)
-    ):
-        # A.8 item 1: a two-handed meld is {name, cards, points?}.
-        raise IllegalAction(
-            "MALFORMED_ACTION", "a two-handed meld names one combination: name and cards", "name"
-        )
-    if isinstance(action, Meld) and action.name is not None and not setup.two_handed:
-        # A.4: `name` is a two-handed meld field; elsewhere it is an extra field, and
-        # MALFORMED_ACTION comes before every other code (A.5), turn and phase included.
-        raise IllegalAction(
-            "MALFORMED_ACTION",
-            "a whole-hand meld takes cards (and melds, points), not name",
-            "name",
-        )
+    if isinstance(action, Meld):
+        if setup.two_handed and (action.name is None or action.melds is not None):
+            # A.8 item 1: a two-handed meld is {name, cards, points?}.
+            raise IllegalAction(
+                "MALFORMED_ACTION",
+                "a two-handed meld names one combination: name and cards",
+                "name",
+            )
+        if action.name is not None and not setup.two_handed:
+            # A.4: `name` is a two-handed meld field; elsewhere it is an extra field, and
+            # MALFORMED_ACTION comes before every other code (A.5), turn and phase included.
+            raise IllegalAction(
+                "MALFORMED_ACTION",
+                "a whole-hand meld takes cards (and melds, points), not name",
+                "name",
+            )
+
+
+def apply(state: GameState, seat: int, action: Action) -> tuple[GameState, Events]:
+    """Validate ``action`` by ``seat`` and return the new state and its events.
+
+    Raises ``IllegalAction`` (the first A.5 code that applies) and changes nothing otherwise.
+    The action classes are final, so the checks below compare ``type(action)`` (one lookup)
+    instead of calling ``isinstance`` for each class: this runs once per action of every
+    game and every audited record.
+    """
+    setup = state.setup
+    rules = setup.rules
+    check_seat(rules, seat)
+    action_class = type(action)
+    if action_class is Pass or action_class is Meld:
+        _check_optional_fields(setup, seat, action)
     if state.over:
         raise IllegalAction("GAME_OVER", f"seat {seat}: the game is over")
     hand = state.hand
@@ -277,18 +290,19 @@ def apply(state: GameState, seat: int, action: Action) -> tuple[GameState, Event
         raise IllegalAction("WRONG_PHASE", f"seat {seat}: the next hand has not been dealt")
     if setup.two_handed:
         new_hand, events = two_handed.act(setup, hand, seat, action)
-    elif isinstance(action, Concede):
+    elif action_class is Concede:
         new_hand, events = _concede(setup, hand, seat)
     else:
-        kind = action_type(action)
         if seat != hand.turn:
             raise IllegalAction(
-                "NOT_YOUR_TURN", f"seat {seat} cannot {kind} now: seat {hand.turn} is to act"
+                "NOT_YOUR_TURN",
+                f"seat {seat} cannot {action_type(action)} now: seat {hand.turn} is to act",
             )
-        handler = _HANDLERS.get((hand.phase, type(action)))
-        if handler is None or (isinstance(action, ExchangeDix) and rules.bidding):
+        handler = _HANDLERS.get((hand.phase, action_class))
+        if handler is None or (action_class is ExchangeDix and rules.bidding):
             raise IllegalAction(
-                "WRONG_PHASE", f"seat {seat}: {kind} is not allowed in the {hand.phase} phase"
+                "WRONG_PHASE",
+                f"seat {seat}: {action_type(action)} is not allowed in the {hand.phase} phase",
             )
         new_hand, events = handler(setup, hand, seat, action)
     return _after_action(state, new_hand, events)
@@ -843,7 +857,8 @@ def _play(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[Han
         raise IllegalAction(
             "CARD_NOT_IN_HAND", f"seat {seat} cannot play {format_card(card)}: not in hand", "card"
         )
-    trump = _trump(hand)
+    trump = hand.trump
+    assert trump is not None
     trick = hand.trick
     if trick:
         code = play_violation(

@@ -14,6 +14,7 @@ of attribute look-ups and keep a game state small.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cache
 from typing import Final
 
 Card = int
@@ -116,8 +117,11 @@ def copies_per_face(deck_size: int) -> int:
     return 4 if deck_size == 80 else 2
 
 
+@cache
 def canonical_deck(deck_size: int) -> tuple[Card, ...]:
-    """A.10 item 4: suits S H D C, ranks A 10 K Q J 9 (no 9 with 80 cards), copies adjacent."""
+    """A.10 item 4: suits S H D C, ranks A 10 K Q J 9 (no 9 with 80 cards), copies adjacent.
+
+    Cached (a tuple, so callers cannot change it): every deal is checked against it."""
     copies = copies_per_face(deck_size)
     return tuple(c for c in deck_faces(deck_size) for _ in range(copies))
 
