@@ -26,7 +26,7 @@ from referee.rules.options import (
     VARIANT_IDS,
     option_schema,
 )
-from referee.service.convert import dict_to_struct
+from referee.service.convert import dict_to_struct, struct_to_dict
 from referee.service.server import configure_logging
 from referee.service.servicers import MAX_HAND_FIGURE
 from tests.service_helpers import (
@@ -262,6 +262,17 @@ async def test_rules_service_refusals_name_the_field(
     assert error.reason == "INVALID_ARGUMENT"
     assert error.fields == [field], error.message
     assert error.message
+
+
+def test_a_struct_decodes_with_type_first_and_the_other_keys_sorted_at_every_depth() -> None:
+    """A Struct is a map, so its fields arrive in no fixed order; decoding fixes one (the
+    Python client's answers, ListLegalActions' descriptors included, print alike in every run)."""
+    data = {"step": 10, "min": 250, "type": "bid", "max": 260, "z": [{"y": 1, "type": "x"}]}
+    plain = struct_to_dict(dict_to_struct(data))
+    assert plain == data
+    assert list(plain) == ["type", "max", "min", "step", "z"]
+    inner = plain["z"]
+    assert isinstance(inner, list) and list(inner[0]) == ["type", "y"]
 
 
 def test_the_json_answer_format_is_unchanged() -> None:

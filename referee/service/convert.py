@@ -24,12 +24,21 @@ from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.store.base import compact_json
 
 
+def _key_order(key: str) -> tuple[bool, str]:
+    return key != "type", key
+
+
 def to_plain(value: object) -> object:
-    """A Struct-decoded value with integral floats made ints again (options, deals, actions)."""
+    """A Struct-decoded value with integral floats made ints again (options, deals, actions).
+
+    A Struct is a protobuf map: its fields come in no fixed order, on the wire or after
+    decoding (the same answer printed differently from run to run). Objects are rebuilt with
+    ``type`` first and the other keys sorted, so an equal value always reads the same; the
+    Node client orders them the same way."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
-        return {k: to_plain(v) for k, v in value.items()}
+        return {k: to_plain(value[k]) for k in sorted(value, key=_key_order)}
     if isinstance(value, list):
         return [to_plain(v) for v in value]
     return value

@@ -61,9 +61,21 @@ function fromList(list: ListValue__Output | null | undefined): Json[] {
   return (list?.values ?? []).map(fromValue);
 }
 
-/** A decoded google.protobuf.Struct as a JSON object ({} when absent). */
+/** Object keys in a fixed order: `type` first, then the others sorted (by UTF-16 code units,
+ * which for the contract's ASCII names is the Python client's order too). */
+function keyOrder(a: string, b: string): number {
+  if (a === b) return 0;
+  if (a === "type") return -1;
+  if (b === "type") return 1;
+  return a < b ? -1 : 1;
+}
+
+/** A decoded google.protobuf.Struct as a JSON object ({} when absent). A Struct is a protobuf
+ * map, whose fields come in no fixed order, so the keys are put in `keyOrder`: an equal value
+ * always prints the same, as in the Python client. */
 export function fromStruct(struct: Struct__Output | null | undefined): JsonObject {
+  const fields = struct?.fields ?? {};
   const out: JsonObject = {};
-  for (const [key, value] of Object.entries(struct?.fields ?? {})) out[key] = fromValue(value);
+  for (const key of Object.keys(fields).sort(keyOrder)) out[key] = fromValue(fields[key]);
   return out;
 }

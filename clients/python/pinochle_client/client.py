@@ -10,14 +10,13 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
-from referee.service.convert import action_from_json, dict_to_struct, to_plain
+from referee.service.convert import action_from_json, dict_to_struct, struct_to_dict
 
 T = TypeVar("T")
 
@@ -55,12 +54,6 @@ class RefereeError(Exception):
     def version(self) -> int | None:
         value = self.metadata.get("version")
         return int(value) if value is not None else None
-
-
-def _plain(message: struct_pb2.Struct) -> dict[str, Any]:
-    value = to_plain(MessageToDict(message))
-    assert isinstance(value, dict)
-    return value
 
 
 def _object(text: str) -> dict[str, Any]:
@@ -213,7 +206,7 @@ class RefereeClient:
     ) -> AsyncIterator[dict[str, Any]]:
         request = pb.AuditRecordsRequest(records=list(records), keep_going=keep_going)
         async for item in self.referee.AuditRecords(request):
-            yield _plain(item.verdict)
+            yield struct_to_dict(item.verdict)
 
     # Rules queries (RulesService): stateless, no token.
 
@@ -363,7 +356,7 @@ class Session:
         response = await self._call(
             self.client.referee.ExportGame, pb.ExportGameRequest(game_id=self.game_id)
         )
-        return _plain(response.record)
+        return struct_to_dict(response.record)
 
     async def audit_log(self, after_seq: int = 0, page_size: int = 0) -> list[dict[str, Any]]:
         """One page of the audit log: entries after ``after_seq``, at most ``page_size`` of them
@@ -439,7 +432,7 @@ class SeatSession(Session):
             pb.ListLegalActionsRequest(game_id=self.game_id),
         )
         self.version = response.version
-        return [_plain(a) for a in response.actions]
+        return [struct_to_dict(a) for a in response.actions]
 
     async def submit(
         self,
