@@ -1387,6 +1387,44 @@ async def test_deal_commitments_verify_when_a_hand_ends(srv: Served, tmp_path: P
         assert cli.main(["verify-deal", committed[0], salts[0]["salt"], unreadable]) == 2
 
 
+async def test_an_export_carries_the_commitment_published_at_the_deal(srv: Served) -> None:
+    """The export's ``x-deal-commitment`` is the one the hand's ``deal_committed`` event sent
+    when it was dealt, not one computed at export time from the stored deal and salt (which
+    would match any deal): a deal changed in the store afterwards no longer opens it."""
+    table = await new_table(srv.client, "partnership", {"target": 5000})  # server shuffle
+    await play(table, random.Random(14), hands=1)
+    events = [item["event"] for item in await _first_items(table, 0, 0, until_version=None)]
+    committed = {e["hand"]: e["commitment"] for e in events if e["kind"] == "deal_committed"}
+
+    def opens(hand: Mapping[str, Any]) -> bool:
+        deal = parse_deal(hand["deal"], "deal")
+        return deal_commitment(deal, bytes.fromhex(hand["x-deal-salt"])) == str(committed[0])
+
+    first = (await table.adj.export())["hands"]
+    assert isinstance(first, list) and first[0]["x-deal-commitment"] == committed[0]
+    assert opens(first[0])
+    with sqlite3.connect(srv.db) as conn:
+        (payload,) = conn.execute(
+            "SELECT payload FROM log WHERE game_id = ? AND seq = 1 AND kind = 'deal'",
+            (table.game_id,),
+        ).fetchone()
+        changed = json.loads(payload)
+        hands = changed["deal"]["hands"]
+        # Swap a card of seat 0's that seat 1 lacks for one of seat 1's that seat 0 lacks.
+        mine = next(i for i, c in enumerate(hands[0]) if c not in hands[1])
+        theirs = next(i for i, c in enumerate(hands[1]) if c not in hands[0])
+        hands[0][mine], hands[1][theirs] = hands[1][theirs], hands[0][mine]
+        conn.execute(
+            "UPDATE log SET payload = ? WHERE game_id = ? AND seq = 1",
+            (json.dumps(changed), table.game_id),
+        )
+    conn.close()
+    later = (await table.adj.export())["hands"]
+    assert isinstance(later, list)
+    assert [sorted(h) for h in later[0]["deal"]["hands"]] == [sorted(h) for h in hands]
+    assert later[0]["x-deal-commitment"] == committed[0] and not opens(later[0])
+
+
 # ----------------------------------------------------------------------------------------------
 # A client mistake is never UNKNOWN or INTERNAL
 

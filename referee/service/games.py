@@ -1074,10 +1074,14 @@ class GameManager:
     async def export_record(self, live: LiveGame) -> dict[str, object]:
         log: list[LogEntry] = []
         log_deals: list[Deal] = []
+        published: dict[int, object] = {}  # hand -> the commitment its deal_committed event sent
         for row in await self.store.load_log(live.record.game_id):
             if row.kind == "deal":
                 log_deals.append(parse_deal(row.payload["deal"], "deal"))
                 log.append(LogEntry(None, deal=log_deals[-1]))
+                for event in row.events:
+                    if event.get("kind") == "deal_committed":
+                        published[len(log_deals) - 1] = event.get("commitment")
             else:
                 log.append(LogEntry(row.seat, action=decode_action(row.payload)))
         record = export_record(
@@ -1086,18 +1090,18 @@ class GameManager:
             log,
             list(live.record.players) if live.record.players else None,
         )
-        # Issue 4: the export reveals each deal's salt with its commitment, so anyone can check
-        # the deal was fixed when it was dealt. pinochle-record/1 keeps "x-" keys and ignores
-        # them in audits, so the record stays valid.
+        # Issue 4: the export reveals each deal's salt beside the commitment published when the
+        # hand was dealt (the stored deal_committed event, not one computed now from the deal
+        # and salt, which would check nothing), so anyone can check that the deal was fixed
+        # then. pinochle-record/1 keeps "x-" keys and ignores them in audits.
         hands = record["hands"]
         assert isinstance(hands, list)
         for number, hand in enumerate(hands):
             salt = live.salts.get(number)
             if salt and isinstance(hand, dict):
-                deal = log_deals[number] if number < len(log_deals) else None
                 hand["x-deal-salt"] = salt
-                if deal is not None:
-                    hand["x-deal-commitment"] = deal_commitment(deal, bytes.fromhex(salt))
+                if number in published:
+                    hand["x-deal-commitment"] = published[number]
         return record
 
     async def audit_log(
