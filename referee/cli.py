@@ -128,17 +128,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "audit":
         if args.jobs < 1:
             print("pinochle-referee: --jobs must be at least 1", file=sys.stderr)
             return 2
         return _run_audit(args.files, args.keep_going, args.jobs)
     if args.command == "serve":
-        from referee.service.server import serve, settings_from  # noqa: PLC0415
+        from referee.service.server import SettingsError, serve, settings_from  # noqa: PLC0415
 
-        asyncio.run(serve(settings_from(args)))
-        return 0
+        try:
+            settings = settings_from(args)
+        except SettingsError as error:
+            parser.error(f"serve: {error}")  # exit 2, as for a malformed flag
+        return asyncio.run(serve(settings))
     if args.command == "export":
         return asyncio.run(_export(args.game_id, args.db, args.db_schema))
     if args.command == "verify-deal":

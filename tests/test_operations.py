@@ -12,6 +12,9 @@ import os
 import random
 import re
 import secrets
+import socket
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -210,6 +213,13 @@ def test_environment_variables_set_what_flags_do_not(clean_env: pytest.MonkeyPat
         ("MAX_GAMES", "lots", "--max-games", "5"),
         ("MAX_MESSAGE_BYTES", "0", "--max-message-bytes", "2048"),
         ("GRACE_SECONDS", "soon", "--grace-seconds", "2"),
+        # Out of range: gRPC wrapped a port past 65535 round (70000 served on 4464), and a
+        # negative metrics port was a traceback once the server had made its database.
+        ("PORT", "70000", "--port", "6000"),
+        ("METRICS_PORT", "-5", "--metrics-port", "0"),
+        ("MAX_GAMES", "-1", "--max-games", "5"),
+        # argparse checks choices only on the command line: a variable's value passed unseen.
+        ("LOG_FORMAT", "xml", "--log-format", "json"),
     ],
 )
 def test_a_malformed_number_in_the_environment_is_refused_like_a_flag(
@@ -231,6 +241,66 @@ def test_a_malformed_number_in_the_environment_is_refused_like_a_flag(
     settings = _serve_settings(flag, value)  # the flag wins, and the variable is not read
     assert str(getattr(settings, flag[2:].replace("-", "_"))) in (value, f"{value}.0")
     assert cli.main(["verify-deal", "00", "00", "{}"]) == 2  # other commands do not read it
+
+
+def _serve_process(db: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``pinochle-referee serve`` that is expected to stop by itself (it cannot start)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "referee.cli",
+            "serve",
+            "--db",
+            str(db),
+            "--log-format",
+            "json",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+
+
+def _start_failed(completed: subprocess.CompletedProcess[str]) -> str:
+    """The ``start_failed`` line's reason; the process must have exited 1 without a traceback."""
+    assert completed.returncode == 1, completed.stderr + completed.stdout
+    output = completed.stdout + completed.stderr
+    assert "Traceback" not in output
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    (failed,) = [line for line in lines if line.get("event") == "start_failed"]
+    assert failed["level"] == "error"
+    return str(failed["error"])
+
+
+async def test_a_second_server_on_a_taken_port_does_not_start(tmp_path: Path) -> None:
+    """gRPC sets SO_REUSEPORT by default, so a second ``serve`` on a port a server already had
+    started too and took about half of the new connections, to its own database. It now
+    stops at once (exit 1, a ``start_failed`` log line) and creates no database."""
+    async with serving(tmp_path) as srv:
+        second = tmp_path / "second.db"
+        completed = await asyncio.to_thread(
+            _serve_process, second, "--port", str(srv.running.port), "--metrics-port", "0"
+        )
+        assert f"cannot listen on 127.0.0.1:{srv.running.port}" in _start_failed(completed)
+        assert not second.exists()
+        await new_table(srv.client, "partnership", seed="still-served")
+
+
+def test_a_taken_metrics_port_stops_serve_before_its_database_is_made(tmp_path: Path) -> None:
+    """Was a traceback (address in use), after the SQLite file had been created."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        db = tmp_path / "never.db"
+        completed = _serve_process(db, "--port", "0", "--metrics-port", str(port))
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in _start_failed(completed)
+    assert not db.exists()
 
 
 def test_the_adjudicator_token_file_is_read_without_its_newline(

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import random
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -29,6 +30,7 @@ from grpc_health.v1 import health_pb2
 from pinochle_client import RefereeClient, RefereeError, Session
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee import cli
 from referee.service import auth
 from referee.service.server import add_arguments, settings_from
 from referee.store.base import AuditRow
@@ -922,7 +924,12 @@ async def test_mutual_tls(tmp_path: Path, ca: trustme.CA) -> None:
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
-def test_tls_flags_and_environment_reach_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tls_flags_and_environment_reach_the_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("c.pem", "k.pem", "ca.pem", "env-c.pem", "env-k.pem"):
+        (tmp_path / name).write_text("PEM", encoding="utf-8")
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     flags = ["--tls-cert", "c.pem", "--tls-key", "k.pem", "--tls-client-ca", "ca.pem"]
@@ -942,6 +949,39 @@ def test_tls_flags_and_environment_reach_the_settings(monkeypatch: pytest.Monkey
         "env-k.pem",
         "",
     )
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--tls-cert", "missing.pem", "--tls-key", "k.pem"], "argument --tls-cert: cannot read"),
+        (["--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+        (["--tls-key", "k.pem"], "--tls-cert and --tls-key go together"),
+        (["--tls-client-ca", "c.pem"], "--tls-client-ca needs --tls-cert"),
+    ],
+)
+def test_tls_flags_that_cannot_work_stop_serve_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    says: str,
+) -> None:
+    """Were a traceback once the server was starting (a missing file), or a server without TLS
+    (a certificate without its key): now exit 2 with the reason, before anything is opened."""
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith("PINOCHLE_REFEREE_"):
+            monkeypatch.delenv(name)
+    for name in ("c.pem", "k.pem"):
+        (tmp_path / name).write_text("PEM", encoding="utf-8")
+    db = tmp_path / "never.db"
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["serve", "--db", str(db), "--port", "0", "--metrics-port", "0", *flags])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert not db.exists()
 
 
 def test_token_hashes_map_to_roles() -> None:

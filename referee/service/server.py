@@ -85,7 +85,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         return os.environ.get(ENV_PREFIX + name.upper(), default)
 
     parser.add_argument("--host", default=env("host", Settings.host))
-    parser.add_argument("--port", type=int, default=env("port", Settings.port))
+    parser.add_argument(
+        "--port",
+        type=_port,
+        default=env("port", Settings.port),
+        help="the gRPC port (0: any free port, named on the serving log line)",
+    )
     parser.add_argument(
         "--db", default=env("db", Settings.db), help="SQLite path or postgresql://... URL"
     )
@@ -96,7 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--metrics-port",
-        type=int,
+        type=_port,
         default=env("metrics_port", Settings.metrics_port),
         help="Prometheus metrics port (0: off)",
     )
@@ -117,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
     parser.add_argument(
         "--max-games",
-        type=int,
+        type=_at_least_one,
         default=env("max_games", Settings.max_games),
         help="active games at most; CreateGame beyond is RESOURCE_EXHAUSTED (default %(default)s)",
     )
@@ -154,14 +159,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_seconds,
         default=env("grace_seconds", Settings.grace_seconds),
     )
-    parser.add_argument("--tls-cert", default=env("tls_cert", ""))
-    parser.add_argument("--tls-key", default=env("tls_key", ""))
     parser.add_argument(
-        "--tls-client-ca", default=env("tls_client_ca", ""), help="require client certificates"
+        "--tls-cert",
+        type=_readable_file,
+        default=env("tls_cert", ""),
+        help="PEM certificate chain: serve TLS (needs --tls-key)",
     )
     parser.add_argument(
-        "--log-format", choices=("auto", "json", "console"), default=env("log_format", "auto")
+        "--tls-key", type=_readable_file, default=env("tls_key", ""), help="its PEM private key"
     )
+    parser.add_argument(
+        "--tls-client-ca",
+        type=_readable_file,
+        default=env("tls_client_ca", ""),
+        help="PEM CA certificates: require client certificates signed by them (mutual TLS)",
+    )
+    parser.add_argument(
+        "--log-format",
+        type=_log_format,
+        default=env("log_format", "auto"),
+        help=f"{' | '.join(LOG_FORMATS)} (default %(default)s: console on a terminal)",
+    )
+
+
+LOG_FORMATS = ("auto", "json", "console")
+
+
+def _log_format(text: str) -> str:
+    """An argparse type, not ``choices``: argparse checks ``choices`` only against values
+    given on the command line, so a variable's value would pass unchecked."""
+    if text not in LOG_FORMATS:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(LOG_FORMATS)}, not {text!r}")
+    return text
+
+
+def _port(text: str) -> int:
+    """A TCP port, 0 to 65535 (gRPC would wrap a larger one round; 0 means any free port for
+    --port and no listener for --metrics-port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, not {value}")
+    return value
+
+
+def _readable_file(path: str) -> str:
+    """A file the server reads at start-up ("" for none), checked before anything starts."""
+    if path:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as error:
+            raise argparse.ArgumentTypeError(f"cannot read {path}: {error.strerror}") from None
+    return path
 
 
 def _at_least_one(text: str) -> int:
@@ -208,7 +260,15 @@ def _credential_file(path: str) -> str:
     return credential
 
 
+class SettingsError(ValueError):
+    """Flags that are each well formed but do not fit together (the caller exits 2)."""
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SettingsError("--tls-cert and --tls-key go together: give both or neither")
+    if args.tls_client_ca and not args.tls_cert:
+        raise SettingsError("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS)")
     token = args.adjudicator_token_file or args.adjudicator_token  # the file's content wins
     creator = args.creator_token_file or args.creator_token
     return Settings(
@@ -503,6 +563,10 @@ def open_store(db: str, schema: str = "") -> GameStore:
     return SqliteStore(db)
 
 
+class StartError(Exception):
+    """The server could not start (a port it cannot bind, a store it cannot open)."""
+
+
 @dataclass
 class Running:
     server: grpc.aio.Server
@@ -524,6 +588,48 @@ class Running:
 
 
 async def start_server(settings: Settings, store: GameStore | None = None) -> Running:
+    """Bind the port, open the store, register the services and start serving.
+
+    The port is bound first, so a server that cannot listen creates no database. Raises
+    ``StartError`` when the port cannot be bound (taken, or a bad host)."""
+    server = grpc.aio.server(
+        interceptors=[ObservabilityInterceptor()],
+        options=[
+            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            ("grpc.max_send_message_length", 16 * settings.max_message_bytes),
+            # gRPC sets SO_REUSEPORT by default: a second server on a taken port would start
+            # and take half of the new connections, to its own database.
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    address = f"{settings.host}:{settings.port}"
+    try:
+        if settings.tls_cert:
+            cert = Path(settings.tls_cert).read_bytes()
+            key = Path(settings.tls_key).read_bytes()
+            client_ca = (
+                Path(settings.tls_client_ca).read_bytes() if settings.tls_client_ca else None
+            )
+            credentials = grpc.ssl_server_credentials(
+                [(key, cert)],
+                root_certificates=client_ca,
+                require_client_auth=client_ca is not None,
+            )
+            port = server.add_secure_port(address, credentials)
+        else:
+            port = server.add_insecure_port(address)
+    except (OSError, RuntimeError) as error:
+        raise StartError(f"cannot listen on {address}: {error}") from None
+    try:
+        return await _serve_on(server, port, settings, store)
+    except BaseException:
+        await server.stop(None)  # let the port go: nothing was served on it
+        raise
+
+
+async def _serve_on(
+    server: grpc.aio.Server, port: int, settings: Settings, store: GameStore | None
+) -> Running:
     store = store if store is not None else open_store(settings.db, settings.db_schema)
     await store.open()
     games = GameManager(
@@ -539,13 +645,6 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
         shared_store=settings.db.startswith(("postgresql://", "postgres://")),
     )
     await games.recount_active_games()
-    server = grpc.aio.server(
-        interceptors=[ObservabilityInterceptor()],
-        options=[
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
-            ("grpc.max_send_message_length", 16 * settings.max_message_bytes),
-        ],
-    )
     pb_grpc.add_RefereeServiceServicer_to_server(RefereeServicer(games), server)
     pb_grpc.add_RulesServiceServicer_to_server(RulesServicer(), server)
     health_servicer = health.aio.HealthServicer()
@@ -553,17 +652,6 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    address = f"{settings.host}:{settings.port}"
-    if settings.tls_cert:
-        cert = Path(settings.tls_cert).read_bytes()
-        key = Path(settings.tls_key).read_bytes()
-        client_ca = Path(settings.tls_client_ca).read_bytes() if settings.tls_client_ca else None
-        credentials = grpc.ssl_server_credentials(
-            [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
-        )
-        port = server.add_secure_port(address, credentials)
-    else:
-        port = server.add_insecure_port(address)
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -586,13 +674,24 @@ def tune_gc() -> None:
     gc.set_threshold(GC_THRESHOLD, 50, 100)
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings) -> int:
+    """Serve until SIGTERM or SIGINT; the exit status (1: could not start, logged as
+    ``start_failed`` with the reason, no traceback)."""
     configure_logging(settings.log_format)
     log = structlog.get_logger("referee")
-    running = await start_server(settings)
+    try:
+        if settings.metrics_port:  # first: a taken metrics port leaves no database behind
+            try:
+                start_http_server(settings.metrics_port, addr=settings.host)
+            except OSError as error:
+                raise StartError(
+                    f"cannot serve metrics on {settings.host}:{settings.metrics_port}: {error}"
+                ) from None
+        running = await start_server(settings)
+    except (StartError, StoreError) as error:
+        log.error("start_failed", error=str(error))
+        return 1
     tune_gc()
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port, addr=settings.host)
     log.info(
         "serving",
         address=f"{settings.host}:{running.port}",
@@ -609,12 +708,15 @@ async def serve(settings: Settings) -> None:
     log.info("shutting_down", grace_seconds=settings.grace_seconds)
     await running.stop(settings.grace_seconds)
     log.info("stopped")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pinochle-referee serve")
     add_arguments(parser)
-    settings = settings_from(parser.parse_args(argv))
+    try:
+        settings = settings_from(parser.parse_args(argv))
+    except SettingsError as error:
+        parser.error(str(error))
     logging.basicConfig(level=logging.WARNING)
-    asyncio.run(serve(settings))
-    return 0
+    return asyncio.run(serve(settings))
