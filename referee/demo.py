@@ -78,6 +78,12 @@ async def play_game(
     game = await client.create_game(variant, options, seed=seed, creator_token=creator_token)
     seats: list[SeatSession] = [client.seat(game.game_id, t) for t in game.seat_tokens]
     console.print(f"[bold]game {game.game_id}[/bold]: {variant}, {len(seats)} seats")
+    # The first hand was dealt by CreateGame, whose events the loop below never sees: its
+    # header comes from the opening view (later hands' come from their hand_started events).
+    opening = (await seats[0].view())["hand"]
+    _print_event(
+        console, 0, {"kind": "hand_started", "hand": opening["number"], "dealer": opening["dealer"]}
+    )
     while True:
         view = await seats[0].view()
         if view["over"]:

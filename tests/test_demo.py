@@ -60,6 +60,10 @@ def test_the_demo_plays_every_variant_to_the_end(
     out = capsys.readouterr().out
     assert status == 0, out
     assert f": {variant}, " in out.splitlines()[0]
+    # Every hand has its header, the first (dealt by CreateGame) included, in order.
+    headers = [int(m) for m in re.findall(r"^hand (\d+), dealer \d+$", out, re.MULTILINE)]
+    assert headers == list(range(len(headers))) and headers, out[:2000]
+    assert out.splitlines()[1].startswith("hand 0, dealer ")
     assert len(GAME_OVER.findall(out)) == 1, out[-2000:]
     assert offered
 
