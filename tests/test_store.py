@@ -303,20 +303,26 @@ async def test_duplicate_game_is_refused_and_changes_nothing(store: GameStore) -
     assert len(await store.load_log("g1")) == 1
 
 
-async def test_unknown_game(store: GameStore) -> None:
+@pytest.mark.parametrize("unknown", ["nope", "no\x00pe"])
+async def test_unknown_game(store: GameStore, unknown: str) -> None:
+    """The same answer from both stores, for an id with U+0000 too (PostgreSQL text cannot
+    hold it: such a query failed as a StoreError there, and no stored id can have one)."""
+    await new_game(store, "known")
     with pytest.raises(UnknownGame):
-        await store.get_game("nope")
+        await store.get_game(unknown)
     with pytest.raises(UnknownGame):
-        await store.load_log("nope")
+        await store.load_log(unknown)
     with pytest.raises(UnknownGame):
-        await store.commit(make_commit("nope", 0))
+        await store.commit(make_commit(unknown, 0, request_id="r1"))
     with pytest.raises(UnknownGame):
-        await store.record_refusal("nope", audit_entry(0, "refused", "NOT_YOUR_TURN"))
+        await store.record_refusal(unknown, audit_entry(0, "refused", "NOT_YOUR_TURN"))
     with pytest.raises(UnknownGame):
-        await store.audit_log("nope")
+        await store.audit_log(unknown)
     with pytest.raises(UnknownGame):
-        await store.verify_audit_log("nope")
-    assert await store.stored_response("nope", "r1") is None
+        await store.verify_audit_log(unknown)
+    assert await store.stored_response(unknown, "r1") is None
+    assert await store.count_active_games(excluding=[unknown]) == 1
+    assert await store.list_games() == ["known"]
 
 
 async def test_list_and_count_games(store: GameStore) -> None:

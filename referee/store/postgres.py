@@ -234,6 +234,13 @@ async def _game_exists(conn: Connection, game_id: str) -> bool:
     return await cursor.fetchone() is not None
 
 
+def _check_stored_id(game_id: str) -> None:
+    """PostgreSQL text cannot hold U+0000, so no stored game has such an id: it is an unknown
+    game, as in the SQLite store, not a failed statement."""
+    if "\x00" in game_id:
+        raise UnknownGame(game_id)
+
+
 class PostgresStore:
     """:class:`referee.store.base.GameStore` on PostgreSQL (see the module docstring).
 
@@ -472,6 +479,7 @@ class PostgresStore:
         """
         new_version = commit.checked_version()
         game_id = commit.game_id
+        _check_stored_id(game_id)
         rows = _log_params(commit.rows)
         draft = _AuditDraft.of(commit.audit)
         response = bytes(commit.response)
@@ -527,6 +535,7 @@ class PostgresStore:
         return await self._write(game_id, work)
 
     async def record_refusal(self, game_id: str, audit: AuditRow) -> AuditRow:
+        _check_stored_id(game_id)
         draft = _AuditDraft.of(audit)
 
         async def work(conn: Connection) -> AuditRow:
@@ -554,8 +563,7 @@ class PostgresStore:
     # -- reads ------------------------------------------------------------------------------
 
     async def get_game(self, game_id: str) -> GameRecord:
-        if "\x00" in game_id:  # PostgreSQL text cannot hold U+0000: no stored id has one
-            raise UnknownGame(game_id)
+        _check_stored_id(game_id)
 
         async def query(conn: Connection) -> GameRecord:
             cursor = await conn.execute(
@@ -570,6 +578,8 @@ class PostgresStore:
         return await self._read(query)
 
     async def load_log(self, game_id: str, after_seq: int = 0) -> list[LogRow]:
+        _check_stored_id(game_id)
+
         async def query(conn: Connection) -> list[LogRow]:
             cursor = await conn.execute(
                 "SELECT seq, version, kind, seat, payload, events FROM log"
@@ -602,6 +612,8 @@ class PostgresStore:
     async def audit_log(
         self, game_id: str, after_seq: int = 0, limit: int = 1000
     ) -> list[AuditRow]:
+        _check_stored_id(game_id)
+
         async def query(conn: Connection) -> list[AuditRow]:
             cursor = await conn.execute(
                 f"SELECT {_AUDIT_COLUMNS} FROM audit"
@@ -616,6 +628,8 @@ class PostgresStore:
         return await self._read(query)
 
     async def verify_audit_log(self, game_id: str) -> AuditVerification:
+        _check_stored_id(game_id)
+
         async def query(conn: Connection) -> AuditVerification:
             async with conn.transaction():  # one snapshot for the head and the rows
                 await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -651,9 +665,12 @@ class PostgresStore:
         if active_since is not None:
             sql += " AND last_active_at >= %s"
             params.append(active_since)
-        if excluding:
+        # An id PostgreSQL text cannot hold matches no stored game: leaving it out changes
+        # nothing, and sending it would fail the query.
+        excluded = [game_id for game_id in excluding if "\x00" not in game_id]
+        if excluded:
             sql += " AND NOT (game_id = ANY(%s))"
-            params.append(list(excluding))
+            params.append(excluded)
 
         async def query(conn: Connection) -> int:
             cursor = await conn.execute(sql, params)
