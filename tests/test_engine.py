@@ -1364,6 +1364,29 @@ def test_a_seat_key_is_read_only_where_the_caller_says_actions_carry_one() -> No
     assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", "suit")
 
 
+@pytest.mark.parametrize(
+    ("data", "seat_key", "field"),
+    [
+        ({"type": "play", "card": 5}, False, "card"),
+        ({"type": "play", "card": "ZZ"}, False, "card"),
+        ({"type": "play", "cards": "AS"}, False, "cards"),
+        ({"type": "play", "card": "AS", "seat": 1}, False, "seat"),
+        ({"type": "play", "card": "AS", "suit": "H"}, True, "suit"),
+        ({"type": "play", "seat": 1, "cards": ["AS"]}, True, "cards"),
+        ({"type": "play", "seat": 1}, True, "card"),
+        ({"type": "Play", "card": "AS"}, False, "type"),
+    ],
+)
+def test_a_play_of_any_other_shape_is_malformed_naming_the_field(
+    data: dict[str, object], seat_key: bool, field: str
+) -> None:
+    """A card play is decoded on a fast path only in its exact shape (type and card, and the
+    record's seat); every other shape gets the general path's MALFORMED_ACTION and field."""
+    with pytest.raises(IllegalAction) as caught:
+        decode_action(data, seat_key=seat_key)
+    assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", field)
+
+
 def test_the_game_keeps_every_event_once() -> None:
     """``Game.events`` is the deal's events then each accepted action's, each exactly once, as
     ``act`` returned them (the next deal included)."""

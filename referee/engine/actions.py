@@ -190,7 +190,18 @@ def decode_action(data: object, *, seat_key: bool = False) -> Action:
     every action without it. Written for the audit's and the service's hot path: a plain dict
     is recognised before the slower ``Mapping`` check, and a card play, most actions of a
     game, is decoded first."""
-    if type(data) is not dict and not isinstance(data, Mapping):
+    if type(data) is dict:
+        # A well-formed card play, most of a game's actions, has exactly its type and card
+        # (and the record's seat): decoded without the field loops below, which give every
+        # other shape, a malformed play included, its answer.
+        if (
+            len(data) == 2 + seat_key
+            and data.get("type") == "play"
+            and "card" in data
+            and (not seat_key or "seat" in data)
+        ):
+            return Play(_card(data["card"], "card"))
+    elif not isinstance(data, Mapping):
         raise _malformed("an action must be a JSON object with a type")
     kind = data.get("type")
     if not isinstance(kind, str) or kind not in _FIELDS:
