@@ -103,6 +103,8 @@ def act(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[HandS
         return _meld(setup, hand, seat, action)
     if isinstance(action, ExchangeDix):
         return _exchange_dix(setup, hand, seat)
+    # Before any WRONG_PHASE, a draw's included: A.5 answers with the first code that applies,
+    # so A.9 item 7's WRONG_PHASE is what the seat to act gets (a README ruling).
     if seat != hand.turn:
         raise IllegalAction(
             "NOT_YOUR_TURN",
