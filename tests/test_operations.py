@@ -303,6 +303,14 @@ def test_a_taken_metrics_port_stops_serve_before_its_database_is_made(tmp_path: 
     assert not db.exists()
 
 
+def test_a_database_that_cannot_open_stops_serve_with_one_line(tmp_path: Path) -> None:
+    """The store's refusal is the start_failed line's reason (exit 1), not a traceback."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    completed = _serve_process(blocker / "referee.db", "--port", "0", "--metrics-port", "0")
+    assert f"cannot open {blocker / 'referee.db'}" in _start_failed(completed)
+
+
 def test_the_adjudicator_token_file_is_read_without_its_newline(
     tmp_path: Path, clean_env: pytest.MonkeyPatch
 ) -> None:

@@ -564,7 +564,9 @@ def open_store(db: str, schema: str = "") -> GameStore:
 
 
 class StartError(Exception):
-    """The server could not start (a port it cannot bind, a store it cannot open)."""
+    """The server could not listen: its gRPC or metrics port is taken, or its host is not one
+    of this machine's (a store that cannot open raises ``StoreError``; ``serve`` reports both
+    the same way)."""
 
 
 @dataclass
