@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import math
 import os
 import random
@@ -29,7 +30,13 @@ import referee.engine.game
 from referee import cli
 from referee.cli import build_parser
 from referee.engine.game import secure_shuffle
-from referee.service.server import ENV_PREFIX, Settings, configure_logging, settings_from
+from referee.service.server import (
+    ENV_PREFIX,
+    Settings,
+    configure_logging,
+    route_library_logs,
+    settings_from,
+)
 from tests.service_helpers import (
     SHORT_GAME,
     free_port,
@@ -183,6 +190,46 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def _serve_settings(*flags: str) -> Settings:
     return settings_from(build_parser().parse_args(["serve", *flags]))
+
+
+@pytest.fixture
+def restored_root_logger() -> Iterator[None]:
+    """Let a test replace the standard library's root handlers; put them back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def test_library_log_records_are_json_lines_too(
+    capfd: pytest.CaptureFixture[str], restored_root_logger: None
+) -> None:
+    """psycopg, gRPC and asyncio log through the standard library: with serve's routing their
+    warnings and errors are JSON lines like the server's own (they were bare text among them),
+    exceptions included and without locals; their INFO stays out, as before."""
+    del restored_root_logger
+    capfd.readouterr()
+    route_library_logs("json")
+    library = logging.getLogger("psycopg")
+    library.info("not shown")
+    library.warning("error ignored terminating %r: %s", "pipeline", "pipeline aborted")
+    try:
+        raise RuntimeError("a library failure")
+    except RuntimeError:
+        logging.getLogger("asyncio").error("Task exception was never retrieved", exc_info=True)
+    lines = [json.loads(line) for line in capfd.readouterr().err.splitlines() if line.strip()]
+    assert [(line["logger"], line["level"]) for line in lines] == [
+        ("psycopg", "warning"),
+        ("asyncio", "error"),
+    ]
+    assert lines[0]["event"] == "error ignored terminating 'pipeline': pipeline aborted"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", lines[0]["timestamp"])
+    (raised,) = lines[1]["exception"]
+    assert raised["exc_type"] == "RuntimeError" and raised["exc_value"] == "a library failure"
+    assert all(frame.get("locals") is None for frame in raised["frames"])
 
 
 def test_serve_defaults_without_flags_or_environment(clean_env: pytest.MonkeyPatch) -> None:

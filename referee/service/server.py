@@ -302,7 +302,7 @@ def configure_logging(log_format: str = "auto") -> None:
     failing request's frames hold its bearer token, a seat's token or the server's creator or
     adjudicator credential, and logs are read by more people than the credentials are.
     """
-    console = log_format == "console" or (log_format == "auto" and sys.stderr.isatty())
+    console = _console(log_format)
     shared: list[Any] = [structlog.processors.add_log_level, UtcTimestamp()]
     if console:
         renderer = structlog.dev.ConsoleRenderer(
@@ -329,6 +329,45 @@ def configure_logging(log_format: str = "auto") -> None:
     )
 
 
+def _console(log_format: str) -> bool:
+    return log_format == "console" or (log_format == "auto" and sys.stderr.isatty())
+
+
+def route_library_logs(log_format: str) -> None:
+    """The libraries' own log records (psycopg, gRPC, asyncio: the standard library's logging)
+    at WARNING and above, written in the server's format.
+
+    Without this they reached stderr as bare text among the JSON lines (psycopg's "error
+    ignored terminating AsyncPipeline ..." on a raced request id, say), which a log pipeline
+    reading JSON lines drops or fails on. ``serve`` calls it once for the process; the handler
+    replaces the root logger's."""
+    pre_chain: list[Any] = [
+        structlog.stdlib.add_logger_name,
+        structlog.processors.add_log_level,
+        UtcTimestamp(),
+    ]
+    renderer: list[Any]
+    if _console(log_format):
+        renderer = [structlog.dev.ConsoleRenderer()]
+    else:
+        renderer = [
+            structlog.processors.ExceptionRenderer(
+                structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+            ),
+            structlog.processors.JSONRenderer(serializer=_orjson_text),
+        ]
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=pre_chain,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderer],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+
+
 class UtcTimestamp:
     """structlog's ``TimeStamper(fmt="iso", utc=True)`` (``2026-12-01T13:29:02.422359Z``) with
     the date and time of day formatted once per second: the canonical line of every game RPC
@@ -351,6 +390,11 @@ class UtcTimestamp:
 def _orjson_line(event: Any, **_: Any) -> bytes:
     """One JSON log line; values orjson cannot encode are written as their ``str``."""
     return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _orjson_text(event: Any, **_: Any) -> str:
+    """The same line as text, for the standard library's handler."""
+    return _orjson_line(event).decode()
 
 
 _DEFAULT_OUTCOME = {"OK": "ok", "CANCELLED": "cancelled"}
@@ -680,6 +724,7 @@ async def serve(settings: Settings) -> int:
     """Serve until SIGTERM or SIGINT; the exit status (1: could not start, logged as
     ``start_failed`` with the reason, no traceback)."""
     configure_logging(settings.log_format)
+    route_library_logs(settings.log_format)
     log = structlog.get_logger("referee")
     try:
         if settings.metrics_port:  # first: a taken metrics port leaves no database behind
@@ -720,5 +765,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = settings_from(parser.parse_args(argv))
     except SettingsError as error:
         parser.error(str(error))
-    logging.basicConfig(level=logging.WARNING)
     return asyncio.run(serve(settings))
