@@ -333,7 +333,7 @@ def test_the_log_timestamp_is_iso_utc_to_the_microsecond(monkeypatch: pytest.Mon
 
 async def test_the_interceptor_wraps_each_method_handler_once() -> None:
     """grpc.aio asks the interceptor on every call; the wrapper is built once per handler."""
-    interceptor = ObservabilityInterceptor()
+    interceptor = ObservabilityInterceptor(max_message_bytes=1 << 20)
 
     async def answer(request: object, context: object) -> str:
         return "answer"

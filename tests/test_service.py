@@ -39,7 +39,7 @@ from referee.service import servicers as servicers_module
 from referee.service.convert import dict_to_struct
 from referee.service.errors import ServiceError
 from referee.service.games import GameManager
-from referee.service.server import Settings, start_server
+from referee.service.server import Settings, configure_logging, start_server
 from referee.store.base import GameRecord, GameStore, LogRow, StoreError
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import (
@@ -50,6 +50,7 @@ from tests.service_helpers import (
     Table,
     bearer,
     health_stub,
+    log_lines,
     new_table,
     pick,
     plain,
@@ -395,13 +396,58 @@ async def test_a_creation_stored_while_a_recount_reads_is_counted(held: HeldCrea
     assert _games_active() == 1
 
 
-async def test_request_size_is_limited(tmp_path: Path) -> None:
-    async with serving(tmp_path, max_message_bytes=4096) as srv:
+@pytest.mark.usefixtures("json_logs")
+async def test_request_size_is_limited_and_a_refused_request_is_logged_and_counted(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A request over --max-message-bytes is refused RESOURCE_EXHAUSTED (REQUEST_TOO_LARGE,
+    with the limit), logged and counted like any refusal, and changes nothing. Was: gRPC
+    refused it before any of the service's code ran, so no log line or metric showed it."""
+    limit = 4096
+    async with serving(tmp_path, max_message_bytes=limit) as srv:
+        configure_logging("json")  # serving() quiets the logs; this test wants them
         table = await new_table(srv.client, "partnership", seed="big")
         request = pb.SubmitActionRequest(
             game_id=table.game_id,
             action=raw_action({"type": "pass_cards", "cards": ["AS"] * 2000}),
         )
+        size = request.ByteSize()
+        assert limit < size <= 4 * limit
+        handled = {
+            "grpc_service": "pinochle.referee.v1.RefereeService",
+            "grpc_method": "SubmitAction",
+            "grpc_code": "RESOURCE_EXHAUSTED",
+        }
+        before = REGISTRY.get_sample_value("grpc_server_handled_total", handled) or 0.0
+        capfd.readouterr()
+        error = await refused(
+            srv.referee.SubmitAction(request, metadata=bearer(table.seat_tokens[1]))
+        )
+        assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert error.reason == "REQUEST_TOO_LARGE"
+        assert error.metadata == {"limit": str(limit)}
+        assert f"{size} bytes" in error.message and str(limit) in error.message
+        lines = await log_lines(capfd, rpcs=1)
+        (line,) = [line for line in lines if line.get("event") == "rpc"]
+        assert (line["rpc"], line["outcome"], line["code"], line["grpc_code"]) == (
+            "SubmitAction",
+            "refused",
+            "REQUEST_TOO_LARGE",
+            "RESOURCE_EXHAUSTED",
+        )
+        assert line["request_bytes"] == size
+        assert REGISTRY.get_sample_value("grpc_server_handled_total", handled) == before + 1
+        # A server stream's request too (a batch of records to audit is the likely one).
+        records = pb.AuditRecordsRequest(records=["{}"] * 2000)
+        assert limit < records.ByteSize() <= 4 * limit
+        error = await stream_refused(srv.referee.AuditRecords(records))
+        assert (error.code, error.reason) == (
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "REQUEST_TOO_LARGE",
+        )
+        # Past four times the limit gRPC refuses it itself (no service code runs then).
+        request.action.CopyFrom(raw_action({"type": "pass_cards", "cards": ["AS"] * 8000}))
+        assert request.ByteSize() > 4 * limit
         error = await refused(
             srv.referee.SubmitAction(request, metadata=bearer(table.seat_tokens[1]))
         )

@@ -400,24 +400,75 @@ def _orjson_text(event: Any, **_: Any) -> str:
 _DEFAULT_OUTCOME = {"OK": "ok", "CANCELLED": "cancelled"}
 
 
-@dataclass(frozen=True, slots=True)
-class _Undecodable:
+# gRPC itself refuses a request larger than its receive limit before any handler or interceptor
+# code runs: RESOURCE_EXHAUSTED, with no log line and no metric. Its limit is therefore this many
+# times ``--max-message-bytes``, and the service refuses what lies between, logged and counted
+# (``_Unread``); only a request larger still is gRPC's to refuse silently. Four times the default
+# 1 MiB is gRPC's own default limit, so no more memory is held per call than gRPC would hold.
+CORE_MESSAGE_FACTOR = 4
+
+
+class _Unread:
+    """A request refused before its handler reads it (see ``_tolerant``)."""
+
+    __slots__ = ()
+
+    def refusal(self) -> tuple[ServiceError, dict[str, object]]:
+        """The refusal and the fields it adds to the call's log line."""
+        raise NotImplementedError
+
+
+class _Undecodable(_Unread):
     """A request whose bytes are not its message (truncated, invalid UTF-8, nested too deep)."""
 
-    error: str
+    __slots__ = ("error",)
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def refusal(self) -> tuple[ServiceError, dict[str, object]]:
+        refusal = invalid("the request is not a valid message of this method's type", "request")
+        return refusal, {"decode_error": self.error}
 
 
-def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
-    """``deserializer`` that hands an undecodable request to the handler as ``_Undecodable``.
+class _Oversized(_Unread):
+    """A request of more bytes than ``--max-message-bytes`` allows (within gRPC's own limit)."""
+
+    __slots__ = ("limit", "size")
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+
+    def refusal(self) -> tuple[ServiceError, dict[str, object]]:
+        refusal = ServiceError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"the request is {self.size} bytes; this server accepts at most {self.limit}"
+            " (--max-message-bytes)",
+            reason="REQUEST_TOO_LARGE",
+            metadata={"limit": str(self.limit)},
+        )
+        return refusal, {"request_bytes": self.size}
+
+
+def _tolerant(
+    deserializer: Callable[[bytes], Any] | None, limit: int
+) -> Callable[[bytes], Any] | None:
+    """``deserializer`` that hands the handler an ``_Unread`` instead of a request it must refuse:
+    one over ``limit`` bytes (``_Oversized``, not decoded), or one that does not decode
+    (``_Undecodable``).
 
     grpc.aio decodes a request before any handler or interceptor code runs, and answers a
-    decoding failure ``UNKNOWN`` naming the Python exception. Marked instead, the request is
-    refused like any other malformed one: ``INVALID_ARGUMENT`` with a BadRequest, and logged.
+    decoding failure ``UNKNOWN`` naming the Python exception, and a request over its receive
+    limit ``RESOURCE_EXHAUSTED`` unlogged. Marked instead, the request is refused like any other
+    bad one, with a precise status, and logged and counted by the interceptor.
     """
     if deserializer is None:
         return None
 
     def decode(data: bytes) -> Any:
+        if len(data) > limit:
+            return _Oversized(len(data), limit)
         try:
             return deserializer(data)
         except Exception as error:  # protobuf's DecodeError, or a parser limit
@@ -426,17 +477,18 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return decode
 
 
-async def _refuse_undecodable(request: _Undecodable, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
-    logline.annotate(outcome="refused", code="INVALID_ARGUMENT", decode_error=request.error)
-    refusal = invalid("the request is not a valid message of this method's type", "request")
+async def _refuse_unread(request: _Unread, context: grpc.aio.ServicerContext) -> None:  # type: ignore[type-arg]
+    refusal, fields = request.refusal()
+    logline.annotate(outcome="refused", code=refusal.reason, **fields)
     await context.abort_with_status(refusal.to_status())
 
 
 class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
     """One canonical log line and the gRPC metrics for every RPC."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_message_bytes: int) -> None:
         self.log = structlog.get_logger("referee.rpc")
+        self.max_message_bytes = max_message_bytes
         # grpc.aio asks the interceptor for every call: the wrapped handler of each method is
         # built once, for the handler object the server returned (methods are a closed set).
         self._wrapped: dict[str, tuple[Any, Any]] = {}
@@ -464,7 +516,9 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._called(service, name, handler.unary_unary),
-                request_deserializer=_tolerant(handler.request_deserializer),
+                request_deserializer=_tolerant(
+                    handler.request_deserializer, self.max_message_bytes
+                ),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
@@ -476,7 +530,9 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                 self._streamed(service, name, inner)
                 if inspect.isasyncgenfunction(inner)
                 else self._called(service, name, inner),
-                request_deserializer=_tolerant(handler.request_deserializer),
+                request_deserializer=_tolerant(
+                    handler.request_deserializer, self.max_message_bytes
+                ),
                 response_serializer=handler.response_serializer,
             )
         return handler
@@ -496,8 +552,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             started = time.perf_counter()
             ending = "OK"
             try:
-                if isinstance(request, _Undecodable):
-                    await _refuse_undecodable(request, context)
+                if isinstance(request, _Unread):
+                    await _refuse_unread(request, context)
                 return await inner(request, context)
             except asyncio.CancelledError:
                 ending = "CANCELLED"
@@ -521,8 +577,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             started = time.perf_counter()
             ending = "OK"
             try:
-                if isinstance(request, _Undecodable):
-                    await _refuse_undecodable(request, context)
+                if isinstance(request, _Unread):
+                    await _refuse_unread(request, context)
                 async for item in inner(request, context):
                     yield item
             except asyncio.CancelledError:
@@ -639,9 +695,12 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
     The port is bound first, so a server that cannot listen creates no database. Raises
     ``StartError`` when the port cannot be bound (taken, or a bad host)."""
     server = grpc.aio.server(
-        interceptors=[ObservabilityInterceptor()],
+        interceptors=[ObservabilityInterceptor(settings.max_message_bytes)],
         options=[
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            (
+                "grpc.max_receive_message_length",
+                min(CORE_MESSAGE_FACTOR * settings.max_message_bytes, 2**31 - 1),
+            ),
             ("grpc.max_send_message_length", 16 * settings.max_message_bytes),
             # gRPC sets SO_REUSEPORT by default: a second server on a taken port would start
             # and take half of the new connections, to its own database.

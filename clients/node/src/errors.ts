@@ -53,10 +53,17 @@ export type StatusName = keyof typeof grpc.status;
 /** Reasons that are not rule violations: a stale `expected_version`, a `request_id` already
  * used for another action of the seat (`REQUEST_ID_REUSED`, ALREADY_EXISTS), a caller without
  * a seat whose refused actions spent the game's budget (`TOO_MANY_REFUSALS`,
- * RESOURCE_EXHAUSTED, with `retryDelay`), or, for refusals
+ * RESOURCE_EXHAUSTED, with `retryDelay`), a request larger than the server's
+ * `--max-message-bytes` (`REQUEST_TOO_LARGE`, RESOURCE_EXHAUSTED, `metadata.limit` the limit in
+ * bytes), or, for refusals
  * without a more specific reason (unknown game, bad token, bad request field, transport
  * failures), the gRPC status name itself. */
-export const SERVICE_REASONS = ["STALE_VERSION", "REQUEST_ID_REUSED", "TOO_MANY_REFUSALS"] as const;
+export const SERVICE_REASONS = [
+  "STALE_VERSION",
+  "REQUEST_ID_REUSED",
+  "TOO_MANY_REFUSALS",
+  "REQUEST_TOO_LARGE",
+] as const;
 export type ServiceReason = (typeof SERVICE_REASONS)[number] | StatusName;
 const SERVICE: ReadonlySet<string> = new Set(SERVICE_REASONS);
 

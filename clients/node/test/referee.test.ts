@@ -209,6 +209,19 @@ describe("pinochle referee through the Node client", () => {
     assert.equal(result.version, 1);
   });
 
+  test("a request over the server's size limit is REQUEST_TOO_LARGE, naming the limit", async () => {
+    // The harness's server keeps the default --max-message-bytes (1 MiB): 1.5 MiB of records.
+    const records = Array.from({ length: 1536 }, () => "x".repeat(1024));
+    const error = await refusal(
+      (async () => {
+        for await (const verdict of client.auditRecords(records)) void verdict;
+      })(),
+    );
+    assert.equal(error.codeName, "RESOURCE_EXHAUSTED");
+    assert.equal(error.reason, "REQUEST_TOO_LARGE");
+    assert.equal(error.metadata["limit"], String(1 << 20));
+  });
+
   test("watch streams events as they happen and stops when the loop breaks", async () => {
     const { game, seats } = await newGame("node-test-watch");
     const [acting] = await toActAndWaiting(seats);
