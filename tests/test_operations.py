@@ -232,6 +232,34 @@ def test_library_log_records_are_json_lines_too(
     assert all(frame.get("locals") is None for frame in raised["frames"])
 
 
+@pytest.mark.usefixtures("restored_logging")
+def test_console_tracebacks_show_no_locals(
+    capfd: pytest.CaptureFixture[str], restored_root_logger: None
+) -> None:
+    """On a terminal, the server's own tracebacks and the libraries' are Python's text: no
+    frame's locals (a request's frames hold bearer tokens and credentials; the libraries'
+    default rendering showed them), and no rich panels (rendered on the event loop, they
+    stalled the server for most of a second per failed request while its store failed)."""
+    del restored_root_logger
+    configure_logging("console")
+    route_library_logs("console")
+    capfd.readouterr()
+    credential = "secret-token-" + "9" * 20
+    for log in (
+        lambda: structlog.get_logger("referee.rpc").exception("rpc_failed", rpc="SubmitAction"),
+        lambda: logging.getLogger("psycopg").error("pipeline failed", exc_info=True),
+    ):
+        try:
+            token = credential
+            raise RuntimeError(f"failed with a token of {len(token)} characters")
+        except RuntimeError:
+            log()
+    text = ANSI.sub("", capfd.readouterr().err)
+    assert text.count("Traceback (most recent call last):") == 2, text
+    assert text.count("RuntimeError: failed with a token of 33 characters") == 2, text
+    assert credential not in text and "╭" not in text, text  # no locals, no rich panel
+
+
 def test_serve_defaults_without_flags_or_environment(clean_env: pytest.MonkeyPatch) -> None:
     del clean_env
     settings = _serve_settings()
