@@ -29,7 +29,7 @@ from pinochle_client import RefereeClient, RefereeError, SeatSession, Session
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service.convert import action_from_json
-from referee.service.server import Running, Settings, start_server
+from referee.service.server import CONSOLE_TRACEBACK, Running, Settings, start_server
 
 ADJUDICATOR_TOKEN = "server-adjudicator-credential-for-tests"
 VARIANTS = ("two-handed", "cutthroat", "partnership", "double-deck", "partnership-no-bid")
@@ -53,7 +53,15 @@ def quiet_logs() -> None:
     writing to that test's capture file, closed since, and a later server's error line would
     then fail its request with ``ValueError: I/O operation on closed file``."""
     structlog.reset_defaults()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    structlog.configure(
+        # Python's own traceback text, as the server writes it (rich's, the default, took
+        # about a second per logged failure with its locals).
+        processors=[
+            *structlog.get_config()["processors"][:-1],
+            structlog.dev.ConsoleRenderer(exception_formatter=CONSOLE_TRACEBACK),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
 
 
 def free_port() -> int:

@@ -135,9 +135,11 @@ async def test_a_failed_create_game_does_not_log_the_credential(
         assert (await refused(seat.submit({"type": "bid", "amount": 250}))).code == (
             grpc.StatusCode.UNAVAILABLE
         )
-        lines = await log_lines(capfd, rpcs=2)
+        lines = await log_lines(capfd, rpcs=5)
     failed = [line for line in lines if line.get("event") == "rpc_failed"]
-    assert len(failed) == 2 and all("exception" in line for line in failed)
+    # CreateGame once; SubmitAction four times, as the client retries it on UNAVAILABLE.
+    assert [line["rpc"] for line in failed] == ["CreateGame", *["SubmitAction"] * 4]
+    assert all("exception" in line for line in failed)
     logged = json.dumps(lines)
     assert "StoreError" in logged  # the traceback is there, without the frames' variables
     for secret in (CREATOR, *table.seat_tokens, table.adjudicator_token):

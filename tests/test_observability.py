@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2
+from pinochle_client import RefereeClient
 from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -188,16 +189,18 @@ async def test_a_server_fault_is_internal_or_unavailable_and_logged(
         watch = await _raw_error(
             _drain(srv.referee.WatchGame(pb.WatchGameRequest(game_id=table.game_id), metadata=md))
         )
-        write = await _raw_error(
-            srv.referee.SubmitAction(
-                pb.SubmitActionRequest(
-                    game_id=table.game_id,
-                    action=pb.Action(bid=pb.Bid(amount=250)),
-                    request_id="fault-1",
-                ),
-                metadata=md,
+        # One attempt, so that one failure is logged (the client would retry UNAVAILABLE).
+        async with RefereeClient(srv.address, retries=False) as once:
+            write = await _raw_error(
+                once.referee.SubmitAction(
+                    pb.SubmitActionRequest(
+                        game_id=table.game_id,
+                        action=pb.Action(bid=pb.Bid(amount=250)),
+                        request_id="fault-1",
+                    ),
+                    metadata=md,
+                )
             )
-        )
         monkeypatch.undo()
         # Nothing was applied: the game is where it was, and the same request now succeeds.
         assert (await table.seats[1].view())["version"] == 0

@@ -1,4 +1,5 @@
-// Copies the .proto files the client loads at run time into dist/protos (run by `npm run build`),
+// Copies the .proto files the client loads at run time (and the gRPC service config beside
+// referee.proto) into dist/protos (run by `npm run build`),
 // so the built package works wherever it is installed: every .proto under ../../protos and,
 // from the google-proto-files package, the google/* files they import (transitively).
 // src/client.ts resolves dist/protos relative to itself (BUNDLED_PROTOS_DIR).
@@ -47,4 +48,9 @@ while (pending.length > 0) {
     pending.push(copy(from, name));
   }
 }
-console.log(`bundled ${copied.size} .proto files into ${path.relative(packageDir, outDir)}`);
+// The gRPC service config beside referee.proto (the client's retry policy).
+const serviceConfig = "pinochle/referee/v1/referee_grpc_service_config.json";
+copy(path.join(sourceDir, serviceConfig), serviceConfig);
+console.log(
+  `bundled ${copied.size} .proto files and ${serviceConfig} into ${path.relative(packageDir, outDir)}`,
+);

@@ -4,6 +4,7 @@
 // a typed `RefereeError`.
 
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import * as path from "node:path";
 
 import * as grpc from "@grpc/grpc-js";
@@ -335,6 +336,9 @@ export interface ClientOptions {
   /** Where referee.proto lives (default: REFEREE_PROTOS_DIR, else the copy the build bundles
    * into the package, dist/protos). */
   protosDir?: string;
+  /** Retry the safe calls on UNAVAILABLE (SERVICE_CONFIG_FILE; default true). A
+   * `grpc.service_config` in `channelOptions` takes precedence. */
+  retries?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,6 +346,14 @@ export interface ClientOptions {
 // (package.json `generate`), which is what makes the generated types true.
 
 export const PROTO_FILE = "pinochle/referee/v1/referee.proto";
+
+/** gRPC's own retries, configured on the channel by the service config shipped beside
+ * referee.proto (the Python client loads the same file): the calls that change nothing, and
+ * SubmitAction, whose requestId makes a second attempt safe (the server answers it with the
+ * first one's stored response, or applies it once), are retried on UNAVAILABLE, up to four
+ * attempts with backoff, within the call's deadline. CreateGame, which has no request id, and
+ * the streams are never retried. */
+export const SERVICE_CONFIG_FILE = "pinochle/referee/v1/referee_grpc_service_config.json";
 
 export const LOADER_OPTIONS: protoLoader.Options = {
   keepCase: false,
@@ -360,6 +372,11 @@ function defaultProtosDir(): string {
 }
 
 const loaded = new Map<string, ProtoGrpcType>();
+
+/** The service config (JSON text) beside the protos in `protosDir`. */
+export function serviceConfig(protosDir: string): string {
+  return readFileSync(path.join(protosDir, SERVICE_CONFIG_FILE), "utf8");
+}
 
 function loadProto(protosDir: string): ProtoGrpcType {
   let proto = loaded.get(protosDir);
@@ -481,13 +498,18 @@ export class RefereeClient {
     readonly target: string,
     options: ClientOptions = {},
   ) {
-    const proto = loadProto(options.protosDir ?? defaultProtosDir());
+    const protosDir = options.protosDir ?? defaultProtosDir();
+    const proto = loadProto(protosDir);
     const credentials = options.credentials ?? grpc.credentials.createInsecure();
     const v1 = proto.pinochle.referee.v1;
-    this.referee = new v1.RefereeService(target, credentials, options.channelOptions);
+    const channelOptions: grpc.ChannelOptions = {
+      ...(options.retries === false ? {} : { "grpc.service_config": serviceConfig(protosDir) }),
+      ...options.channelOptions,
+    };
+    this.referee = new v1.RefereeService(target, credentials, channelOptions);
     // Share the channel between both services.
     this.rules = new v1.RulesService(target, credentials, {
-      ...options.channelOptions,
+      ...channelOptions,
       channelOverride: this.referee.getChannel(),
     });
     this.deadlineMs = options.deadlineMs ?? 30_000;

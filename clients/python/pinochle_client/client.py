@@ -6,6 +6,7 @@ import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -109,8 +110,21 @@ class HandScore:
     saved: list[bool]
 
 
+# gRPC's own retries, configured on the channel by the service config shipped beside
+# referee.proto (the Node.js client loads the same file): the calls that change nothing, and
+# SubmitAction, whose request_id makes a second attempt safe (the server answers it with the
+# first one's stored response, or applies it once), are retried on UNAVAILABLE, up to four
+# attempts with backoff, within the call's deadline. That is what the server asks of a client
+# when its store failed ("retrying with the same request_id is safe") and what a restarting
+# server needs. CreateGame, which has no request id, and the streams are never retried.
+SERVICE_CONFIG = Path(pb.__file__).with_name("referee_grpc_service_config.json").read_text("utf-8")
+
+
 class RefereeClient:
     """An ``asyncio`` client. Use as an async context manager or call ``close()``.
+
+    Safe calls are retried on ``UNAVAILABLE`` by gRPC itself (``SERVICE_CONFIG``); pass
+    ``retries=False`` to see every failure, or a ``channel`` of your own.
 
     ``rules`` queries (GAME_RECORD.md §3) need no game or token: ``score_meld``,
     ``legal_plays``, ``trick_winner``, ``trick_points`` and ``score_hand``. A query the rules
@@ -124,12 +138,14 @@ class RefereeClient:
         *,
         credentials: grpc.ChannelCredentials | None = None,
         channel: grpc.aio.Channel | None = None,
+        retries: bool = True,
     ) -> None:
         if channel is None:
+            options = [("grpc.service_config", SERVICE_CONFIG)] if retries else []
             channel = (
-                grpc.aio.secure_channel(target, credentials)
+                grpc.aio.secure_channel(target, credentials, options)
                 if credentials is not None
-                else grpc.aio.insecure_channel(target)
+                else grpc.aio.insecure_channel(target, options)
             )
         self.channel = channel
         self.referee = pb_grpc.RefereeServiceStub(channel)
