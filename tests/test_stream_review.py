@@ -21,7 +21,8 @@ from typing import Any
 import grpc
 import pytest
 import pytest_asyncio
-from pinochle_client import Session
+from pinochle_client import RefereeError, Session
+from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.store.base import AuditRow
@@ -593,3 +594,51 @@ async def test_closing_a_client_watch_ends_its_call_at_once(srv: Served) -> None
                 await asyncio.sleep(0.01)
     finally:
         gc.enable()
+
+
+# ----------------------------------------------------------------------------------------------
+# WatchGame: a bounded number of streams
+
+
+def _watchers_active() -> float:
+    return REGISTRY.get_sample_value("referee_watchers_active") or 0.0
+
+
+async def test_watch_streams_are_capped_and_a_closed_one_frees_its_place(tmp_path: Path) -> None:
+    """--max-watchers: streams hold server memory and a spectator token may open any number,
+    so one beyond the cap is refused (RESOURCE_EXHAUSTED, TOO_MANY_WATCHERS) while the open
+    ones go on; a stream that ends, or is refused, gives its place back."""
+    async with serving(tmp_path, max_watchers=2) as srv:
+        table = await new_table(srv.client, "partnership", seed="capped")
+        spectator = bearer(table.spectator_token)
+        request = pb.WatchGameRequest(game_id=table.game_id)
+        first = srv.referee.WatchGame(request, metadata=spectator)
+        second = srv.referee.WatchGame(request, metadata=bearer(table.seat_tokens[0]))
+        assert await first.read() and await second.read()  # both streaming
+        assert _watchers_active() == 2
+        third = srv.referee.WatchGame(request, metadata=spectator)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await third.read()
+        refused_one = RefereeError(caught.value)
+        assert refused_one.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert refused_one.reason == "TOO_MANY_WATCHERS" and "2" in refused_one.message
+        assert _watchers_active() == 2
+        # The open streams still follow the game.
+        await table.seats[1].submit({"type": "pass"}, expected_version=0)
+        for stream in (first, second):
+            while True:
+                item = await asyncio.wait_for(stream.read(), 10)
+                assert isinstance(item, pb.WatchGameResponse)
+                if item.WhichOneof("item") == "event" and item.event.version == 1:
+                    break
+        first.cancel()
+        for _ in range(200):  # the handler ends soon after the cancellation reaches it
+            if _watchers_active() == 1:
+                break
+            await asyncio.sleep(0.05)
+        assert _watchers_active() == 1
+        again = srv.referee.WatchGame(request, metadata=spectator)
+        assert await again.read()
+        assert _watchers_active() == 2
+        again.cancel()
+        second.cancel()

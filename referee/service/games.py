@@ -103,6 +103,14 @@ REFUSAL_RATE = 1.0
 # "Running it").
 IDLE_AFTER = 86_400.0
 
+# WatchGame streams open at once on one server. Each holds about 24 KB of the server's memory
+# (gRPC's call, the handler's task and generator; measured with 5,000 spectators, 2026-12-02),
+# and anyone with a game's spectator token may open them, so without a bound they would grow
+# until the process runs out of memory. 10,000 is about 240 MB, beside the 10,000 games of the
+# default --max-games. Beyond it a new stream is refused RESOURCE_EXHAUSTED (TOO_MANY_WATCHERS);
+# the streams already open are not touched. Our choice: issue 4 names no such limit.
+MAX_WATCHERS = 10_000
+
 T = TypeVar("T")
 
 
@@ -180,6 +188,7 @@ class GameManager:
         refusal_rate: float = REFUSAL_RATE,
         refusal_burst: int = REFUSAL_BURST,
         idle_after: float = IDLE_AFTER,
+        max_watchers: int = MAX_WATCHERS,
     ) -> None:
         self.store = store
         self.server_adjudicator_hash = server_adjudicator_hash
@@ -190,6 +199,8 @@ class GameManager:
         self.monotonic = monotonic  # rate limits
         self.refusal_budgets = RefusalBudgets(refusal_rate, refusal_burst)
         self.idle_after = idle_after
+        self.max_watchers = max_watchers
+        self.watching = 0  # WatchGame streams open (referee_watchers_active)
         # The idle threshold of the last recount of referee_games_active (recount_active_games):
         # the gauge counts the games active since then, plus those created or woken after it.
         # None: every game in progress is counted (no recount yet, or games never go idle).
@@ -1019,12 +1030,24 @@ class GameManager:
                 f" {live.event_count}): resume from the seq of the last event received",
                 "after_seq",
             )
+        if self.watching >= self.max_watchers:
+            raise ServiceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this server follows at most {self.max_watchers} WatchGame streams at once;"
+                " try again later",
+                reason="TOO_MANY_WATCHERS",
+                metadata={"version": str(live.state.version)},
+            )
         live.watchers += 1  # keeps the object in memory while this stream follows it
+        self.watching += 1
+        metrics.WATCHERS_ACTIVE.set(self.watching)
         try:
             async for message in self._follow(live, caller, from_version, after_seq):
                 yield message
         finally:
             live.watchers -= 1
+            self.watching -= 1
+            metrics.WATCHERS_ACTIVE.set(self.watching)
 
     async def _follow(
         self, live: LiveGame, caller: Caller, from_version: int, after_seq: int

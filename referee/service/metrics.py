@@ -34,6 +34,10 @@ GAMES_ACTIVE = Gauge(
     "referee_games_active",
     "Games in progress that are not idle (an accepted action within --idle-after seconds).",
 )
+WATCHERS_ACTIVE = Gauge(
+    "referee_watchers_active",
+    "WatchGame streams open on this server (at most --max-watchers).",
+)
 STORE_COMMIT_SECONDS = Histogram(
     "referee_store_commit_seconds",
     "Time from handing an action to the store until its transaction committed.",

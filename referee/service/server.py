@@ -35,7 +35,13 @@ from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service import logline, metrics
 from referee.service.auth import token_hash
 from referee.service.errors import ServiceError, invalid
-from referee.service.games import IDLE_AFTER, REFUSAL_BURST, REFUSAL_RATE, GameManager
+from referee.service.games import (
+    IDLE_AFTER,
+    MAX_WATCHERS,
+    REFUSAL_BURST,
+    REFUSAL_RATE,
+    GameManager,
+)
 from referee.service.limits import MIN_RATE
 from referee.service.servicers import RefereeServicer, RulesServicer
 from referee.store.base import GameStore, StoreError
@@ -58,6 +64,7 @@ class Settings:
     adjudicator_token: str = ""
     creator_token: str = ""  # set: CreateGame needs it (or the adjudicator credential)
     max_games: int = 10_000
+    max_watchers: int = MAX_WATCHERS  # WatchGame streams open at once on this server
     idle_after: float = IDLE_AFTER  # seconds without an accepted action; 0: never idle
     refusal_rate: float = REFUSAL_RATE
     refusal_burst: int = REFUSAL_BURST
@@ -125,6 +132,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_at_least_one,
         default=env("max_games", Settings.max_games),
         help="active games at most; CreateGame beyond is RESOURCE_EXHAUSTED (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-watchers",
+        type=_at_least_one,
+        default=env("max_watchers", Settings.max_watchers),
+        help="WatchGame streams open at once at most (each holds about 24 KB); one beyond is"
+        " RESOURCE_EXHAUSTED, reason TOO_MANY_WATCHERS (default %(default)s)",
     )
     parser.add_argument(
         "--idle-after",
@@ -280,6 +294,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         adjudicator_token=token,
         creator_token=creator,
         max_games=args.max_games,
+        max_watchers=args.max_watchers,
         idle_after=args.idle_after,
         refusal_rate=args.refusal_rate,
         refusal_burst=args.refusal_burst,
@@ -750,6 +765,7 @@ async def _serve_on(
         else "",
         server_creator_hash=token_hash(settings.creator_token) if settings.creator_token else "",
         max_active_games=settings.max_games,
+        max_watchers=settings.max_watchers,
         idle_after=settings.idle_after,
         refusal_rate=settings.refusal_rate,
         refusal_burst=settings.refusal_burst,

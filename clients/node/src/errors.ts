@@ -55,7 +55,8 @@ export type StatusName = keyof typeof grpc.status;
  * a seat whose refused actions spent the game's budget (`TOO_MANY_REFUSALS`,
  * RESOURCE_EXHAUSTED, with `retryDelay`), a request larger than the server's
  * `--max-message-bytes` (`REQUEST_TOO_LARGE`, RESOURCE_EXHAUSTED, `metadata.limit` the limit in
- * bytes), or, for refusals
+ * bytes), a WatchGame beyond the server's `--max-watchers` (`TOO_MANY_WATCHERS`,
+ * RESOURCE_EXHAUSTED), or, for refusals
  * without a more specific reason (unknown game, bad token, bad request field, transport
  * failures), the gRPC status name itself. */
 export const SERVICE_REASONS = [
@@ -63,6 +64,7 @@ export const SERVICE_REASONS = [
   "REQUEST_ID_REUSED",
   "TOO_MANY_REFUSALS",
   "REQUEST_TOO_LARGE",
+  "TOO_MANY_WATCHERS",
 ] as const;
 export type ServiceReason = (typeof SERVICE_REASONS)[number] | StatusName;
 const SERVICE: ReadonlySet<string> = new Set(SERVICE_REASONS);
