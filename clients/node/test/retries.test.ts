@@ -82,6 +82,23 @@ function reset(failures: number): void {
   failuresLeft = failures;
 }
 
+/** The status name of a submission that must fail; the client is closed afterwards. */
+async function failedSubmission(client: RefereeClient, requestId: string): Promise<string> {
+  try {
+    const error = await client
+      .seat("g", "t")
+      .submit({ type: "pass" }, { requestId })
+      .then(
+        () => assert.fail("accepted"),
+        (e: unknown) => e,
+      );
+    assert.ok(error instanceof RefereeError);
+    return error.codeName;
+  } finally {
+    client.close();
+  }
+}
+
 describe("retries", () => {
   test("a submission answered UNAVAILABLE is sent again with the same request id", async () => {
     reset(2);
@@ -97,40 +114,15 @@ describe("retries", () => {
 
   test("after four attempts the failure is the answer", async () => {
     reset(10);
-    const client = new RefereeClient(address);
-    try {
-      const error = await client
-        .seat("g", "t")
-        .submit({ type: "pass" }, { requestId: "r-2" })
-        .then(
-          () => assert.fail("accepted"),
-          (e: unknown) => e,
-        );
-      assert.ok(error instanceof RefereeError);
-      assert.equal(error.codeName, "UNAVAILABLE");
-      assert.equal(counts.submissions.length, 4);
-    } finally {
-      client.close();
-    }
+    assert.equal(await failedSubmission(new RefereeClient(address), "r-2"), "UNAVAILABLE");
+    assert.equal(counts.submissions.length, 4);
   });
 
   test("without retries the first failure is the answer", async () => {
     reset(1);
     const client = new RefereeClient(address, { retries: false });
-    try {
-      const error = await client
-        .seat("g", "t")
-        .submit({ type: "pass" }, { requestId: "r-3" })
-        .then(
-          () => assert.fail("accepted"),
-          (e: unknown) => e,
-        );
-      assert.ok(error instanceof RefereeError);
-      assert.equal(error.codeName, "UNAVAILABLE");
-      assert.deepEqual(counts.submissions, ["r-3"]);
-    } finally {
-      client.close();
-    }
+    assert.equal(await failedSubmission(client, "r-3"), "UNAVAILABLE");
+    assert.deepEqual(counts.submissions, ["r-3"]);
   });
 
   test("CreateGame, which has no request id, is never retried", async () => {
