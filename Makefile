@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install proto test lint bench golden run clean buf-lint
+.PHONY: install proto test lint bench soak golden run clean buf-lint
 
 PROTO_SRC := protos/pinochle/referee/v1/referee.proto
 PROTO_OUT := protos/pinochle/referee/v1/referee_pb2.py
@@ -43,6 +43,11 @@ bench: install
 	$(BIN)/python -m bench.service
 	$(BIN)/python -m bench.instructions
 	$(BIN)/python -m bench.replicas
+
+# Not part of bench (it runs for 5 minutes): one server under continuous whole games, its memory
+# sampled; SOAK_ARGS passes options, e.g. make soak SOAK_ARGS='--duration 900'.
+soak: install
+	$(BIN)/python -m bench.soak $(SOAK_ARGS)
 
 golden: install
 	$(BIN)/python -m tests.golden_gen

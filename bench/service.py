@@ -301,44 +301,68 @@ def _metadata(token: str) -> tuple[tuple[str, str], ...]:
 class ReplicaGame:
     """One seeded game played through the API, its legal actions known from a local replica of
     the engine (the server deals hand n of a seeded game from ``f"{seed}:{n}"``, as
-    ``SeededDeals`` does here), so the server sees only ``SubmitAction``."""
+    ``SeededDeals`` does here), so the server sees only ``SubmitAction``.
+
+    ``options`` are the variant's options as sent to ``CreateGame`` (None: the defaults, a
+    whole partnership game); the replica resolves them as the server does, so both play the
+    same game (bench/soak.py plays one-hand games with ``{"target": 1}``)."""
 
     RULES: Final = resolve_options(VARIANT, None, for_game=True)
 
-    def __init__(self, client: RefereeClient, seed: str) -> None:
+    def __init__(
+        self,
+        client: RefereeClient,
+        seed: str,
+        options: Mapping[str, object] | None = None,
+    ) -> None:
         self.client = client
         self.seed = seed
+        self.options = None if options is None else dict(options)
+        self.rules = (
+            self.RULES
+            if self.options is None
+            else resolve_options(VARIANT, self.options, for_game=True)
+        )
         self.rng = random.Random(seed)
-        self.game = Game(self.RULES, 0, SeededDeals(seed))
+        self.game = Game(self.rules, 0, SeededDeals(seed))
         self.game_id = ""
+        self.tokens: list[str] = []  # the seats' tokens, as CreateGame answered them
+        self.spectator_token = ""
+        self.adjudicator_token = ""
         self.metadata: list[tuple[tuple[str, str], ...]] = []
         self.actions = 0
 
     async def create(self) -> None:
-        created = await self.client.create_game(VARIANT, seed=self.seed)
+        created = await self.client.create_game(VARIANT, self.options, seed=self.seed)
         if created.version != self.game.state.version:
             raise RuntimeError(f"game {self.seed}: server at {created.version}, replica not")
         self.game_id = created.game_id
+        self.tokens = list(created.seat_tokens)
+        self.spectator_token = created.spectator_token
+        self.adjudicator_token = created.adjudicator_token
         self.metadata = [_metadata(t) for t in created.seat_tokens]
 
     @property
     def over(self) -> bool:
         return self.game.state.over or self.actions >= MAX_ACTIONS_PER_GAME
 
-    def _next(self) -> tuple[int, dict[str, Any]]:
+    def next_action(self) -> tuple[int, dict[str, Any]]:
+        """The seat to act (the first with legal actions from the hand's turn on) and the
+        action the demo bots' rule picks for it, from the replica."""
         state = self.game.state
         hand = state.hand
         assert hand is not None
-        players = self.RULES.players
+        players = self.rules.players
         for seat in ((hand.turn + i) % players for i in range(players)):
             entries = legal_actions(state, seat)
             if entries:
                 return seat, bot_action(entries, self.rng)
         raise RuntimeError(f"game {self.seed}: no seat can act")
 
-    async def step(self) -> None:
-        """Submit one legal action; raises if the server refuses it or disagrees on the version."""
-        seat, action = self._next()
+    async def step(self, chosen: tuple[int, dict[str, Any]] | None = None) -> None:
+        """Submit one legal action (``chosen``, from ``next_action``, or the next one); raises if
+        the server refuses it or disagrees on the version."""
+        seat, action = self.next_action() if chosen is None else chosen
         request = pb.SubmitActionRequest(
             game_id=self.game_id,
             action=action_from_json(action),
