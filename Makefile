@@ -41,6 +41,7 @@ lint: install buf-lint
 bench: install
 	$(BIN)/python -m bench.engine
 	$(BIN)/python -m bench.service
+	$(BIN)/python -m bench.game_memory
 	$(BIN)/python -m bench.instructions
 	$(BIN)/python -m bench.replicas
 

@@ -28,6 +28,12 @@ _PARTS: dict[int, tuple[object, list[object]]] = {}
 _PARTS_MAX = 8192
 
 
+def clear_memo() -> None:
+    """Empty the memo: it is shared by every game and bounded (``_PARTS_MAX`` entries), so a
+    measure of what one game holds (bench/game_memory.py) leaves it out."""
+    _PARTS.clear()
+
+
 def _part(
     part: tuple[object, ...], build: Callable[[tuple[Any, ...]], list[object]]
 ) -> list[object]:
