@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import Final
 
 from rich.console import Console
-from rich.table import Table
 
 from bench.engine import add_run_arguments, environment, output_path
-from bench.service import RESULTS_FORMAT, Figure, merge_results
+from bench.service import RESULTS_FORMAT, Figure, merge_results, show
 from referee.demo import bot_action
 from referee.engine.engine import legal_actions
 from referee.engine.views import clear_memo
@@ -144,18 +143,6 @@ async def measure(counts: Sequence[int], games: int) -> list[Figure]:
     return figures
 
 
-def show(console: Console, figures: Sequence[Figure]) -> None:
-    table = Table(
-        title="Memory a game in progress holds (GameManager + SQLite store, tracemalloc)",
-        caption="Python's allocations only; the server's RSS per game is somewhat more",
-    )
-    for column in ("figure", "measured", "unit", "workload"):
-        table.add_column(column, justify="right" if column == "measured" else "left")
-    for figure in figures:
-        table.add_row(figure.label, f"{figure.value:,.1f}", figure.unit, figure.note)
-    console.print(table)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.game_memory", description=__doc__)
     add_run_arguments(parser, "2 action counts, 20 games each; writes nothing", merges=True)
@@ -163,7 +150,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = environment()
     counts, games = (QUICK_COUNTS, QUICK_GAMES) if args.quick else (ACTION_COUNTS, GAMES)
     figures = asyncio.run(measure(counts, games))
-    show(Console(), figures)
+    show(
+        Console(),
+        figures,
+        env,
+        title="Memory a game in progress holds (GameManager + SQLite store, tracemalloc)",
+        caption="Python's allocations only; the server's RSS per game is somewhat more",
+    )
     path = output_path(args)
     if path is not None:
         merge_results(

@@ -846,10 +846,18 @@ def memory_figures(
 # Output
 
 
-def show(console: Console, figures: Sequence[Figure], env: Mapping[str, object]) -> None:
+def show(
+    console: Console,
+    figures: Sequence[Figure],
+    env: Mapping[str, object],
+    title: str = "Pinochle referee service benchmark",
+    caption: str = "",
+) -> None:
+    """The figures as a table (bench/soak.py and bench/game_memory.py print theirs with it)."""
     table = Table(
-        title="Pinochle referee service benchmark",
-        caption=(
+        title=title,
+        caption=caption
+        or (
             f"pinochle-referee serve on {HOST}, SQLite WAL synchronous=FULL, metrics off; "
             f"Python {env['python']} on {env['machine']} ({env['cores']} cores); "
             "client and server share the machine"

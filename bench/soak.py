@@ -64,12 +64,10 @@ from typing import Any, Final
 import grpc
 from pinochle_client import RefereeClient
 from rich.console import Console
-from rich.table import Table
 
 from bench.engine import add_run_arguments, environment, output_path
 from bench.service import (
     CALL_TIMEOUT,
-    HOST,
     MB,
     RESULTS_FORMAT,
     SEED,
@@ -80,6 +78,7 @@ from bench.service import (
     merge_results,
     rss_bytes,
     run_spawned,
+    show,
     start_server,
     stop_server,
     wait_serving,
@@ -744,34 +743,6 @@ def soak_figures(result: Mapping[str, object], plan: Plan, quick: bool) -> list[
 # Output
 
 
-def show(console: Console, figures: Sequence[Figure], env: Mapping[str, object]) -> None:
-    table = Table(
-        title="Pinochle referee soak benchmark",
-        caption=(
-            f"pinochle-referee serve on {HOST}, SQLite WAL synchronous=FULL, metrics off; "
-            f"Python {env['python']} on {env['machine']} ({env['cores']} cores); "
-            "client and server share the machine"
-        ),
-    )
-    table.add_column("figure")
-    table.add_column("measured", justify="right")
-    table.add_column("unit")
-    table.add_column("target", justify="right")
-    table.add_column("result")
-    table.add_column("workload", overflow="fold")
-    styles = {"PASS": "green", "MISS": "bold red", "info": "dim"}
-    for figure in figures:
-        table.add_row(
-            figure.label,
-            f"{figure.value:,.{figure.digits}f}",
-            figure.unit,
-            figure.target_text,
-            f"[{styles[figure.status]}]{figure.status}[/]",
-            figure.note,
-        )
-    console.print(table)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__)
     add_run_arguments(parser, f"a {QUICK.duration:g} s smoke run", merges=True)
@@ -834,7 +805,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
 
     figures = soak_figures(result, plan, args.quick)
-    show(console, figures, env)
+    show(console, figures, env, title="Pinochle referee soak benchmark")
     tally = result["tally"]
     assert isinstance(tally, dict)
     if tally["error"]:
