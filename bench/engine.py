@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -736,6 +736,23 @@ def output_path(args: argparse.Namespace) -> Path | None:
     return output if output is not None or args.quick else RESULTS_PATH
 
 
+class _Judged(Protocol):
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+def exit_status(console: Console, figures: Sequence[_Judged], check: bool) -> int:
+    """Name the figures that missed their targets; 1 when ``check`` (``--check``) and any did.
+    Every benchmark ends with it."""
+    missed = [f.key for f in figures if f.status == "MISS"]
+    if missed:
+        console.print(f"[bold red]missed: {', '.join(missed)}[/]")
+    return 1 if check and missed else 0
+
+
 def environment() -> dict[str, object]:
     commit = _git("rev-parse", "HEAD")
     status = _git("status", "--porcelain")
@@ -871,10 +888,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"[yellow]the machine was busy: this process had its core less than "
             f"{BUSY_SHARE:.0%} of the time for {', '.join(busy)}; those rates are pessimistic[/]"
         )
-    missed = [f.key for f in figures if f.status == "MISS"]
-    if missed:
-        console.print(f"[bold red]missed: {', '.join(missed)}[/]")
-    return 1 if args.check and missed else 0
+    return exit_status(console, figures, args.check)
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ from pinochle_client import RefereeClient, SeatSession
 from rich.console import Console
 from rich.table import Table
 
-from bench.engine import add_run_arguments, environment, output_path
+from bench.engine import add_run_arguments, environment, exit_status, output_path
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.demo import bot_action
 from referee.engine.actions import decode_action
@@ -993,10 +993,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             + f" (64 callers should keep it busy): the machine ({env['cores']} cores, load "
             f"{env['load_average']} at the start) was shared; those rates are pessimistic[/]"
         )
-    missed = [f.key for f in figures if f.status == "MISS"]
-    if missed:
-        console.print(f"[bold red]missed: {', '.join(missed)}[/]")
-    return 1 if args.check and missed else 0
+    return exit_status(console, figures, args.check)
 
 
 if __name__ == "__main__":

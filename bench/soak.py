@@ -65,7 +65,7 @@ import grpc
 from pinochle_client import RefereeClient
 from rich.console import Console
 
-from bench.engine import add_run_arguments, environment, output_path
+from bench.engine import add_run_arguments, environment, exit_status, output_path
 from bench.service import (
     CALL_TIMEOUT,
     MB,
@@ -831,10 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if output is not None:
         merge_results(output, RESULTS_KEY, soak)
         console.print(f'merged the figures into {output} under "{RESULTS_KEY}" ({elapsed:.0f} s)')
-    missed = [f.key for f in figures if f.status == "MISS"]
-    if missed:
-        console.print(f"[bold red]missed: {', '.join(missed)}[/]")
-    return 1 if args.check and missed else 0
+    return exit_status(console, figures, args.check)
 
 
 if __name__ == "__main__":
