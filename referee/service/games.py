@@ -13,15 +13,15 @@ import contextlib
 import hashlib
 import math
 import secrets
-import sys
 import time
 import unicodedata
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 import grpc
+import orjson
 import structlog
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -135,7 +135,9 @@ class LiveGame:
     state: GameState
     last_seq: int
     deals: DealSource
-    events: list[Mapping[str, object]] = field(default_factory=list)  # recent, with seq/version
+    # The last RECENT_EVENTS events (seq and version inside), each as its compact JSON (_packed):
+    # about 150 bytes where a dict took 400, and most of a long game's memory is this window.
+    events: list[str] = field(default_factory=list)
     event_count: int = 0
     dropped_version: int = -1  # the version of the last event dropped from ``events`` (-1: none)
     salts: dict[int, str] = field(default_factory=dict)  # hand -> salt of its deal (secret)
@@ -305,7 +307,8 @@ class GameManager:
         deals = _deal_source(deal_mode)
         state = new_game(rules, first_dealer)
         state, row = self._deal(state, deals, seq=1, first_event=1)
-        live = LiveGame(record, rules, state, 1, deals, list(row.events), len(row.events))
+        events = [_packed(event) for event in row.events]
+        live = LiveGame(record, rules, state, 1, deals, events, len(row.events))
         live.salts[0] = str(row.payload["salt"])
         # Like an action's commit (see _commit): once handed to the store the game may
         # become durable even if the caller is cancelled, so it is registered here either way
@@ -501,7 +504,7 @@ class GameManager:
             else:
                 assert row.seat is not None
                 state, _ = apply(state, row.seat, decode_action(row.payload))
-            live.events.extend(_shared(event) for event in row.events)
+            live.events.extend(map(_packed, row.events))
             live.event_count += len(row.events)
             live.last_seq = row.seq
         if rows:
@@ -960,7 +963,7 @@ class GameManager:
         new_state = accepted.new_state
         live.state = new_state
         live.last_seq = rows[-1].seq
-        live.events.extend(accepted.events)
+        live.events.extend(map(_packed, accepted.events))
         live.event_count += len(accepted.events)
         _keep_recent_events(live)
         _announce(live)
@@ -1070,7 +1073,11 @@ class GameManager:
                     )
                 )
                 sent = live.event_count
-            for stored in list(live.events):
+            # The window holds seqs first, first + 1, ... (read again: it may have moved while
+            # the snapshot was sent); those already sent are skipped unread.
+            first = live.event_count - len(live.events) + 1
+            for packed in live.events[max(0, sent + 1 - first) :]:
+                stored = orjson.loads(packed)
                 seq = _seq(stored)
                 if seq <= sent:
                     continue
@@ -1174,29 +1181,17 @@ def _canonical_or_none(action_json: Mapping[str, object]) -> Mapping[str, object
         return None
 
 
-# Strings up to this long in stored events are interned when a game is rebuilt (see _shared):
-# cards, suits, event kinds, phase names. Longer ones (salts, commitments) are one of a kind.
-_SHARED_STRING = 16
+def _packed(event: Mapping[str, object]) -> str:
+    """A stored event as ``LiveGame.events`` keeps it: compact JSON text, key order kept.
 
-
-def _shared(value: Any) -> Any:
-    """``value`` (a stored event, JSON decoded) with its keys and short strings interned.
-
-    Decoded from the store, every event had its own copy of each key and card ("kind",
-    "seat", "AS", ...), where the events of a game played in memory share the engine's: a game
-    rebuilt from its log (after a restart, out of the finished-games cache, or another
-    replica's actions) took 2.5 times the memory of the same game played here (182 KB against
-    74 KB for 179 events; bench/soak.py found it). Interned strings are freed with their last
-    user, so nothing accumulates.
+    Why not the dict: at about 400 bytes an event (the dict, its seq and version, and, for a
+    game rebuilt from its log, its own copy of every key and card), the window of 512 events
+    was most of a long game's memory (bench/game_memory.py: 215 KiB a game with the window
+    full). Text, not orjson's bytes: orjson's output keeps the buffer it was written in, about
+    3 KiB an event (tracemalloc), where the decoded text is exactly its length. Watchers decode
+    what they send; an integer key (none today) would come back a string, as from the store.
     """
-    kind = type(value)
-    if kind is str:
-        return sys.intern(value) if len(value) <= _SHARED_STRING else value
-    if kind is dict:
-        return {sys.intern(key): _shared(item) for key, item in value.items()}
-    if kind is list:
-        return [_shared(item) for item in value]
-    return value
+    return compact_json(event)
 
 
 def _keep_recent_events(live: LiveGame) -> None:
@@ -1204,7 +1199,7 @@ def _keep_recent_events(live: LiveGame) -> None:
     (a watcher needs a snapshot only when an event it wants was dropped)."""
     extra = len(live.events) - RECENT_EVENTS
     if extra > 0:
-        live.dropped_version = _version(live.events[extra - 1])
+        live.dropped_version = _version(orjson.loads(live.events[extra - 1]))
         del live.events[:extra]
 
 
