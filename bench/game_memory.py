@@ -14,7 +14,8 @@ demo bots' rule, through ``GameManager.submit`` as the servicer calls it. For ea
 played, and the difference divided by the number of games is the figure: everything those
 games left resident (state, events, records, tokens, caches they fill). A warm-up round of the
 same count runs first, so that lazily filled module caches are not counted. Then the same games
-are dropped and rebuilt from the store by a second manager (as after a restart), and measured
+are rebuilt from the store by a second manager (as after a restart; it rebuilds the warm-up
+games first, so that its reader threads and caches are not counted either), and measured
 the same way. The views' memo of finished hand parts is emptied before each reading: it is
 shared by all games and bounded. tracemalloc sees Python's allocations only (SQLite's page
 cache and gRPC's are not in it), so the server's RSS per game is somewhat more. tracemalloc
@@ -104,13 +105,15 @@ async def measure(counts: Sequence[int], games: int) -> list[Figure]:
             manager = GameManager(store, max_active_games=10**9)
             tracemalloc.start()
             for actions in counts:
-                await _play(manager, min(games, WARM_GAMES), actions, f"warm-{actions}")
+                warm = await _play(manager, min(games, WARM_GAMES), actions, f"warm-{actions}")
                 before = _traced()
                 ids = await _play(manager, games, actions, f"game-{actions}")
                 played = (_traced() - before) / games
                 live = [manager.games[i] for i in ids if i in manager.games]
                 events = sum(len(game.events) for game in live) / max(1, len(live))
                 rebuilder = GameManager(store, max_active_games=10**9)
+                for game_id in warm:  # its one-time costs (reader threads, caches) uncounted
+                    await rebuilder.load(game_id)
                 before = _traced()
                 for game_id in ids:
                     await rebuilder.load(game_id)
