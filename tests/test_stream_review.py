@@ -14,9 +14,9 @@ import gc
 import json
 import random
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
@@ -642,3 +642,51 @@ async def test_watch_streams_are_capped_and_a_closed_one_frees_its_place(tmp_pat
         assert _watchers_active() == 2
         again.cancel()
         second.cancel()
+
+
+# ----------------------------------------------------------------------------------------------
+# WatchGame: the compact window read from any resume point
+
+
+async def test_a_watch_from_any_seq_sends_exactly_the_events_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window keeps each event as its JSON text and a watch skips those already sent by
+    their position (seq - the window's first seq), unread. From every resume point of a game
+    whose window has slid (a small RECENT_EVENTS), a watcher gets exactly the events after it
+    that it may see, in order, compared with the full log; or, when some it asked for have left
+    the window, a snapshot of the present and nothing more until the game moves on."""
+    from referee.service import games as games_module
+
+    monkeypatch.setattr(games_module, "RECENT_EVENTS", 7)
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="window offsets")
+        await play(table, random.Random(3), max_actions=5000, hands=1)
+        manager = srv.running.games
+        live = manager.games[table.game_id]
+        full = [e for row in await manager.store.load_log(table.game_id) for e in row.events]
+        assert [e["seq"] for e in full] == list(range(1, live.event_count + 1))
+        first_kept = live.event_count - len(live.events) + 1
+        assert len(live.events) == 7 and first_kept > 1
+        for token in (table.adjudicator_token, table.seat_tokens[2]):
+            caller = manager.authenticate(live, token)
+            ends = live.event_count
+            edges = {0, 1, first_kept - 2, first_kept - 1, first_kept, ends - 1, ends}
+            for after_seq in sorted(edges | set(range(0, ends, 11))):
+                stream = cast(
+                    AsyncGenerator[pb.WatchGameResponse, None],
+                    manager.watch(table.game_id, token, 0, after_seq=after_seq),
+                )
+                got: list[pb.WatchGameResponse] = []
+                try:
+                    while True:
+                        got.append(await asyncio.wait_for(anext(stream), 0.05))
+                except TimeoutError:
+                    pass
+                await stream.aclose()
+                if after_seq + 1 < first_kept:  # some it asked for have left the window
+                    assert [item.WhichOneof("item") for item in got] == ["snapshot"], after_seq
+                    continue
+                expected = [e["seq"] for e in full[after_seq:] if manager.visible(caller, e)]
+                assert [item.event.seq for item in got] == expected, (caller.role, after_seq)
+                assert all(item.WhichOneof("item") == "event" for item in got)
