@@ -3,9 +3,9 @@
 Why: the service benchmark's memory figure (bench/service.py, ``memory.rss_after``) measures
 10,000 games just dealt, with 3 actions played, which is what issue 4's "10,000 active games in
 at most 300 MB" was first measured on. A game in progress holds more as it is played: its state
-(the hand's tricks and melds) and the last ``RECENT_EVENTS`` events, kept in memory for
-``WatchGame``. This measures that growth, in process, so that the service figure can be read
-for games that are further on.
+(the hand's tricks and melds) and the last ``--watch-window`` events (``RECENT_EVENTS``, 512 by
+default), kept in memory for ``WatchGame``. This measures that growth, in process, so that the
+service figure can be read for games that are further on.
 
 Method: a ``GameManager`` on a throw-away ``SqliteStore`` (the server's own objects, no gRPC)
 creates seeded partnership games and plays each to a given number of accepted actions with the

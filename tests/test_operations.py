@@ -280,6 +280,16 @@ def test_environment_variables_set_what_flags_do_not(clean_env: pytest.MonkeyPat
     assert (settings.port, settings.metrics_port) == (7000, 0)  # the flag wins
 
 
+def test_the_stream_limits_come_from_flags_and_the_environment(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    clean_env.setenv(ENV_PREFIX + "WATCH_WINDOW", "64")
+    clean_env.setenv(ENV_PREFIX + "MAX_WATCHERS", "900")
+    settings = _serve_settings("--max-watchers", "50")
+    assert (settings.watch_window, settings.max_watchers) == (64, 50)
+    assert (Settings().watch_window, Settings().max_watchers) == (512, 10_000)
+
+
 @pytest.mark.parametrize(
     ("variable", "text", "flag", "value"),
     [
@@ -293,6 +303,8 @@ def test_environment_variables_set_what_flags_do_not(clean_env: pytest.MonkeyPat
         ("PORT", "70000", "--port", "6000"),
         ("METRICS_PORT", "-5", "--metrics-port", "0"),
         ("MAX_GAMES", "-1", "--max-games", "5"),
+        ("WATCH_WINDOW", "0", "--watch-window", "64"),
+        ("MAX_WATCHERS", "none", "--max-watchers", "50"),
         # argparse checks choices only on the command line: a variable's value passed unseen.
         ("LOG_FORMAT", "xml", "--log-format", "json"),
     ],

@@ -869,9 +869,14 @@ async def _first_items(
 
 
 async def test_watch_game_sends_a_snapshot_when_the_version_is_too_old(
-    srv: Served, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setattr(games_module, "RECENT_EVENTS", 6)
+    async with serving(tmp_path, watch_window=6) as srv:
+        await _snapshot_when_too_old(srv)
+    assert srv.running.games.watch_window == 6  # --watch-window reached the manager
+
+
+async def _snapshot_when_too_old(srv: Served) -> None:
     table = await new_table(srv.client, "partnership", seed="snap")
     rng = random.Random(5)
     for _ in range(8):

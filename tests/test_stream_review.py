@@ -648,18 +648,13 @@ async def test_watch_streams_are_capped_and_a_closed_one_frees_its_place(tmp_pat
 # WatchGame: the compact window read from any resume point
 
 
-async def test_a_watch_from_any_seq_sends_exactly_the_events_after_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_watch_from_any_seq_sends_exactly_the_events_after_it(tmp_path: Path) -> None:
     """The window keeps each event as its JSON text and a watch skips those already sent by
     their position (seq - the window's first seq), unread. From every resume point of a game
-    whose window has slid (a small RECENT_EVENTS), a watcher gets exactly the events after it
+    whose window has slid (a small --watch-window), a watcher gets exactly the events after it
     that it may see, in order, compared with the full log; or, when some it asked for have left
     the window, a snapshot of the present and nothing more until the game moves on."""
-    from referee.service import games as games_module
-
-    monkeypatch.setattr(games_module, "RECENT_EVENTS", 7)
-    async with serving(tmp_path) as srv:
+    async with serving(tmp_path, watch_window=7) as srv:
         table = await new_table(srv.client, "partnership", seed="window offsets")
         await play(table, random.Random(3), max_actions=5000, hands=1)
         manager = srv.running.games

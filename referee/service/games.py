@@ -82,7 +82,10 @@ MAX_PLAYER_NAME = 64
 _BIDI_CONTROLS = frozenset(
     "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 )
-RECENT_EVENTS = 512  # events kept in memory per game for WatchGame; older ones come from the store
+# Events kept in memory per game for WatchGame (--watch-window): a watcher that asks for older
+# ones gets a snapshot of its view first (referee.proto). The README's ruling; operators trade
+# it against memory (bench/game_memory.py: a game holds about 150 bytes an event).
+RECENT_EVENTS = 512
 # Finished games kept in memory, most recently used first; older ones are rebuilt from the store
 # when asked for. Active games always stay (their number is capped by max_active_games), but
 # finished ones would otherwise pile up for as long as the server runs.
@@ -135,7 +138,7 @@ class LiveGame:
     state: GameState
     last_seq: int
     deals: DealSource
-    # The last RECENT_EVENTS events (seq and version inside), each as its compact JSON (_packed):
+    # The last watch_window events (seq and version inside), each as its compact JSON (_packed):
     # about 150 bytes where a dict took 400, and most of a long game's memory is this window.
     events: list[str] = field(default_factory=list)
     event_count: int = 0
@@ -192,6 +195,7 @@ class GameManager:
         refusal_burst: int = REFUSAL_BURST,
         idle_after: float = IDLE_AFTER,
         max_watchers: int = MAX_WATCHERS,
+        watch_window: int = RECENT_EVENTS,
     ) -> None:
         self.store = store
         self.server_adjudicator_hash = server_adjudicator_hash
@@ -203,6 +207,7 @@ class GameManager:
         self.refusal_budgets = RefusalBudgets(refusal_rate, refusal_burst)
         self.idle_after = idle_after
         self.max_watchers = max_watchers
+        self.watch_window = watch_window  # events kept in memory per game (RECENT_EVENTS)
         self.watching = 0  # WatchGame streams open (referee_watchers_active)
         # The idle threshold of the last recount of referee_games_active (recount_active_games):
         # the gauge counts the games active since then, plus those created or woken after it.
@@ -508,7 +513,7 @@ class GameManager:
             live.event_count += len(row.events)
             live.last_seq = row.seq
         if rows:
-            _keep_recent_events(live)
+            _keep_recent_events(live, self.watch_window)
             live.active_at = self.clock()  # another replica's actions (load sets its own)
             live.state = state
             _announce(live)
@@ -965,7 +970,7 @@ class GameManager:
         live.last_seq = rows[-1].seq
         live.events.extend(map(_packed, accepted.events))
         live.event_count += len(accepted.events)
-        _keep_recent_events(live)
+        _keep_recent_events(live, self.watch_window)
         _announce(live)
         if new_state.over:
             if counted:
@@ -1194,10 +1199,10 @@ def _packed(event: Mapping[str, object]) -> str:
     return compact_json(event)
 
 
-def _keep_recent_events(live: LiveGame) -> None:
-    """Drop all but the last RECENT_EVENTS events, remembering the last dropped one's version
+def _keep_recent_events(live: LiveGame, window: int) -> None:
+    """Drop all but the last ``window`` events, remembering the last dropped one's version
     (a watcher needs a snapshot only when an event it wants was dropped)."""
-    extra = len(live.events) - RECENT_EVENTS
+    extra = len(live.events) - window
     if extra > 0:
         live.dropped_version = _version(orjson.loads(live.events[extra - 1]))
         del live.events[:extra]

@@ -38,6 +38,7 @@ from referee.service.errors import ServiceError, invalid
 from referee.service.games import (
     IDLE_AFTER,
     MAX_WATCHERS,
+    RECENT_EVENTS,
     REFUSAL_BURST,
     REFUSAL_RATE,
     GameManager,
@@ -65,6 +66,7 @@ class Settings:
     creator_token: str = ""  # set: CreateGame needs it (or the adjudicator credential)
     max_games: int = 10_000
     max_watchers: int = MAX_WATCHERS  # WatchGame streams open at once on this server
+    watch_window: int = RECENT_EVENTS  # events per game kept in memory for WatchGame
     idle_after: float = IDLE_AFTER  # seconds without an accepted action; 0: never idle
     refusal_rate: float = REFUSAL_RATE
     refusal_burst: int = REFUSAL_BURST
@@ -139,6 +141,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("max_watchers", Settings.max_watchers),
         help="WatchGame streams open at once at most (each holds about 24 KB); one beyond is"
         " RESOURCE_EXHAUSTED, reason TOO_MANY_WATCHERS (default %(default)s)",
+    )
+    parser.add_argument(
+        "--watch-window",
+        type=_at_least_one,
+        default=env("watch_window", Settings.watch_window),
+        help="events of each game kept in memory for WatchGame (about 150 bytes each); a watcher"
+        " asking for older ones gets a snapshot of its view first (default %(default)s)",
     )
     parser.add_argument(
         "--idle-after",
@@ -295,6 +304,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         creator_token=creator,
         max_games=args.max_games,
         max_watchers=args.max_watchers,
+        watch_window=args.watch_window,
         idle_after=args.idle_after,
         refusal_rate=args.refusal_rate,
         refusal_burst=args.refusal_burst,
@@ -766,6 +776,7 @@ async def _serve_on(
         server_creator_hash=token_hash(settings.creator_token) if settings.creator_token else "",
         max_active_games=settings.max_games,
         max_watchers=settings.max_watchers,
+        watch_window=settings.watch_window,
         idle_after=settings.idle_after,
         refusal_rate=settings.refusal_rate,
         refusal_burst=settings.refusal_burst,
