@@ -19,7 +19,7 @@ here) and the 1,024 most recently used finished games (``FINISHED_GAMES_KEPT`` i
 referee/service/games.py), so its memory rightly grows until about 1,024 games have finished;
 after that each game that finishes pushes an older one out, and a server without a leak stays
 flat. One more thing must settle first: a finished game rebuilt from the store (the old reads
-below) takes about twice the memory of one played in memory (measured: about 60 KiB more), so
+below) took about twice the memory of one played in memory until 1f5cd0d (about 60 KiB more), so
 the cache's memory moves until its mix of the two is steady, 1,024 games after the first old
 read (which comes once 1,152 games have finished). The warm-up therefore lasts until
 ``--warmup-games`` (2,300) games have finished, or 70 % of the duration has passed, whichever
