@@ -17,12 +17,13 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import structlog
-from pinochle_client import RefereeClient
+from pinochle_client import RefereeClient, RefereeError
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,6 +40,7 @@ from referee.service.server import (
 )
 from tests.service_helpers import (
     SHORT_GAME,
+    Served,
     free_port,
     new_table,
     play,
@@ -285,9 +287,13 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
 ) -> None:
     clean_env.setenv(ENV_PREFIX + "WATCH_WINDOW", "64")
     clean_env.setenv(ENV_PREFIX + "MAX_WATCHERS", "900")
+    clean_env.setenv(ENV_PREFIX + "MAX_PENDING_CALLS", "300")
     settings = _serve_settings("--max-watchers", "50")
     assert (settings.watch_window, settings.max_watchers) == (64, 50)
+    assert settings.max_pending_calls == 300
+    assert _serve_settings("--max-pending-calls", "20").max_pending_calls == 20
     assert (Settings().watch_window, Settings().max_watchers) == (512, 10_000)
+    assert Settings().max_pending_calls == 10_000
 
 
 @pytest.mark.parametrize(
@@ -305,6 +311,7 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
         ("MAX_GAMES", "-1", "--max-games", "5"),
         ("WATCH_WINDOW", "0", "--watch-window", "64"),
         ("MAX_WATCHERS", "none", "--max-watchers", "50"),
+        ("MAX_PENDING_CALLS", "0", "--max-pending-calls", "100"),
         # argparse checks choices only on the command line: a variable's value passed unseen.
         ("LOG_FORMAT", "xml", "--log-format", "json"),
     ],
@@ -362,6 +369,36 @@ def _start_failed(completed: subprocess.CompletedProcess[str]) -> str:
     (failed,) = [line for line in lines if line.get("event") == "start_failed"]
     assert failed["level"] == "error"
     return str(failed["error"])
+
+
+async def _burst(srv: Served, calls: int) -> Counter[str]:
+    """Open ``calls`` GetGame calls at once on one connection: how each one ended."""
+    table = await new_table(srv.client, "partnership", seed="burst")
+    spectator = srv.client.session(table.game_id, table.spectator_token)
+
+    async def one() -> str:
+        try:
+            await spectator.view()
+        except RefereeError as error:
+            return error.code.name
+        return "OK"
+
+    return Counter(await asyncio.gather(*(one() for _ in range(calls))))
+
+
+async def test_a_burst_of_calls_is_served_past_grpcs_default_queue(tmp_path: Path) -> None:
+    """grpc.aio starts the calls it has received one at a time on the event loop, so a burst
+    (clients reconnecting at once after a restart) waits in gRPC's queue of calls not yet
+    started. gRPC's defaults cancel calls beyond 1,000 at random and all beyond 3,000: with
+    them, some of 2,500 calls opened at once came back CANCELLED before any of the server's
+    code ran. --max-pending-calls (10,000) makes the bound plain; a small one shows that it
+    reaches gRPC."""
+    async with serving(tmp_path) as srv:
+        assert await _burst(srv, 2_500) == Counter({"OK": 2_500})
+    async with serving(tmp_path / "small", max_pending_calls=50) as srv:
+        ended = await _burst(srv, 2_500)
+        assert ended["CANCELLED"] > 0 and ended["OK"] > 0, ended
+        assert set(ended) == {"OK", "CANCELLED"}, ended
 
 
 async def test_a_second_server_on_a_taken_port_does_not_start(tmp_path: Path) -> None:
