@@ -685,3 +685,93 @@ async def test_a_watch_from_any_seq_sends_exactly_the_events_after_it(tmp_path: 
                 expected = [e["seq"] for e in full[after_seq:] if manager.visible(caller, e)]
                 assert [item.event.seq for item in got] == expected, (caller.role, after_seq)
                 assert all(item.WhichOneof("item") == "event" for item in got)
+
+
+# ----------------------------------------------------------------------------------------------
+# WatchGame across a shutdown
+
+
+def _sessions(table: Table) -> dict[str, Session]:
+    return {"seat 0": table.seats[0], "seat 3": table.seats[3], "spectator": table.spec}
+
+
+async def _watch_until_refused(
+    session: Session, received: list[dict[str, Any]]
+) -> RefereeError | None:
+    try:
+        async for item in session.watch(0):
+            received.append(item)
+    except RefereeError as error:
+        return error
+    return None
+
+
+async def test_a_shutdown_ends_every_watch_at_once_and_each_resumes_exactly(
+    tmp_path: Path,
+) -> None:
+    """Was: a stream follows its game until the game ends, so a graceful shutdown held every
+    watcher for its whole grace period and gRPC then cancelled the streams with a bare
+    "Cancelling all calls", not saying where to resume. Now each stream gets the events already
+    committed and ends UNAVAILABLE, reason SHUTTING_DOWN, ``after_seq`` saying where to resume;
+    the shutdown waits only for the unary calls in flight (none here, with an hour's grace);
+    and each caller resumes on the restarted server with exactly the events it had not had."""
+    rng = random.Random(11)
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="shutdown")
+        for _ in range(6):
+            version = await step_once(table, rng)
+        received: dict[str, list[dict[str, Any]]] = {name: [] for name in _sessions(table)}
+        watches = {
+            name: asyncio.ensure_future(_watch_until_refused(session, received[name]))
+            for name, session in _sessions(table).items()
+        }
+        async with asyncio.timeout(10):  # each stream has sent its backlog and now waits
+            while not all(
+                items and items[-1]["event"]["version"] == version for items in received.values()
+            ):
+                await asyncio.sleep(0.01)
+        stopping = asyncio.ensure_future(srv.running.stop(3600))
+        ended = await asyncio.wait_for(asyncio.gather(*watches.values()), 30)
+        await asyncio.wait_for(stopping, 30)
+        cursors = {}
+        for name, error in zip(watches, ended, strict=True):
+            assert error is not None, f"{name}'s stream ended without an error"
+            assert error.code == grpc.StatusCode.UNAVAILABLE, error
+            assert error.reason == "SHUTTING_DOWN" and error.version == version, error
+            cursors[name] = int(error.metadata["after_seq"])
+            assert f"after_seq={cursors[name]}" in error.message
+            assert cursors[name] >= seqs(received[name])[-1]
+        assert cursors["seat 0"] == cursors["spectator"]  # every event was handled, shown or not
+    async with serving(tmp_path) as srv:
+        again = Table(
+            srv.client,
+            table.game_id,
+            table.seat_tokens,
+            table.spectator_token,
+            table.adjudicator_token,
+        )
+        for _ in range(4):
+            await step_once(again, rng)
+        for name, session in _sessions(again).items():
+            resumed = await until_idle(session.watch(0, after_seq=cursors[name]))
+            full = await until_idle(session.watch(0))
+            assert received[name] + resumed == full, name
+
+
+async def test_a_watch_opened_while_the_server_shuts_down_is_refused_resumably(
+    srv: Served,
+) -> None:
+    """Between NOT_SERVING and gRPC's own stop a new stream could still arrive: it is refused
+    the way open streams end, its ``after_seq`` the one it asked for (nothing was sent)."""
+    table = await new_table(srv.client, "partnership", seed="late")
+    await table.seats[1].submit({"type": "pass"}, expected_version=0)
+    srv.running.games.stop_watching()
+    error = await refused(anext(table.spec.watch(0, after_seq=3)))
+    assert (error.code, error.reason, error.metadata["after_seq"]) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "SHUTTING_DOWN",
+        "3",
+    )
+    fresh = await refused(anext(table.seats[2].watch(0)))
+    assert fresh.metadata["after_seq"] == "0" and "send the same request again" in fresh.message
+    assert (await table.spec.view())["version"] == 1  # the rest of the service goes on

@@ -209,6 +209,9 @@ class GameManager:
         self.max_watchers = max_watchers
         self.watch_window = watch_window  # events kept in memory per game (RECENT_EVENTS)
         self.watching = 0  # WatchGame streams open (referee_watchers_active)
+        # Set by stop_watching when the server shuts down: every stream ends, resumable.
+        self.stopping = False
+        self._stopped: asyncio.Future[None] | None = None  # resolved by stop_watching
         # The idle threshold of the last recount of referee_games_active (recount_active_games):
         # the gauge counts the games active since then, plus those created or woken after it.
         # None: every game in progress is counted (no recount yet, or games never go idle).
@@ -1031,6 +1034,8 @@ class GameManager:
         of the caller's current view comes first and the stream goes on from there.
         """
         live, caller = await self.get(game_id, token)  # with a shared store: caught up
+        if self.stopping:
+            raise _shutting_down(after_seq, live.state.version)
         if after_seq > live.event_count:
             # Nobody can have received an event the game has not had: the cursor belongs to
             # another game, or is corrupt. Accepted, it would skip every event up to it silently.
@@ -1091,12 +1096,33 @@ class GameManager:
                     yield pb.WatchGameResponse(event=stored_event_to_proto(stored))
             if live.state.over and live.event_count <= sent:
                 return  # every event sent, the last one included
+            if self.stopping:
+                raise _shutting_down(sent, live.state.version)
             if live.event_count <= sent:
+                loop = asyncio.get_running_loop()
                 if live.changed is None:
-                    live.changed = asyncio.get_running_loop().create_future()
-                # asyncio.wait, unlike await, does not cancel the shared future when this
-                # watcher is cancelled: the other watchers keep waiting on it.
-                await asyncio.wait((live.changed,))
+                    live.changed = loop.create_future()
+                if self._stopped is None:
+                    self._stopped = loop.create_future()
+                # asyncio.wait, unlike await, does not cancel the shared futures when this
+                # watcher is cancelled: the other watchers keep waiting on them.
+                await asyncio.wait(
+                    (live.changed, self._stopped), return_when=asyncio.FIRST_COMPLETED
+                )
+
+    def stop_watching(self) -> None:
+        """The server is shutting down: end every WatchGame stream now, resumable.
+
+        A stream follows its game until the game ends, so it would outlast any grace period:
+        gRPC would hold the shutdown for all of it and then cancel the stream with a bare
+        "Cancelling all calls". Instead each stream sends the events already committed, then
+        ends UNAVAILABLE, reason SHUTTING_DOWN, its ``after_seq`` metadata saying where to
+        resume (on another replica, or this server once it is back); a new stream is refused
+        the same way. The shutdown then waits only for the unary calls in flight.
+        """
+        self.stopping = True
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
 
     async def export(self, game_id: str, token: str | None) -> dict[str, object]:
         live, caller = await self.get(game_id, token)
@@ -1304,6 +1330,22 @@ def _view_with_id(state: GameState, caller: Caller, live: LiveGame) -> dict[str,
     if live.record.players:  # issue 4: SubmitAction answers "the caller's new view"
         out["players"] = list(live.record.players)
     return out
+
+
+def _shutting_down(after_seq: int, version: int) -> ServiceError:
+    """How a WatchGame stream ends when the server shuts down (GameManager.stop_watching)."""
+    resume = (
+        f"watch again with after_seq={after_seq}"
+        if after_seq
+        else "nothing was sent: send the same request again"
+    )
+    return ServiceError(
+        grpc.StatusCode.UNAVAILABLE,
+        f"the server is shutting down; {resume} (to another server, or to this one once it is"
+        " back)",
+        reason="SHUTTING_DOWN",
+        metadata={"after_seq": str(after_seq), "version": str(version)},
+    )
 
 
 def _seq(stored: Mapping[str, object]) -> int:

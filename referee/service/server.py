@@ -723,8 +723,10 @@ class Running:
     background: list[asyncio.Task[None]]  # following the store's changes, keeping house
 
     async def stop(self, grace: float) -> None:
-        """NOT_SERVING first so balancers drain us, then finish in-flight calls, then close."""
+        """NOT_SERVING first so balancers drain us, then end the WatchGame streams (resumable),
+        finish the calls in flight, and close."""
         await self.health.enter_graceful_shutdown()
+        self.games.stop_watching()  # streams would outlast any grace: they end, resumable
         await self.server.stop(grace)
         for task in self.background:
             task.cancel()
