@@ -21,7 +21,7 @@ from typing import Any, cast
 import grpc
 import pytest
 import pytest_asyncio
-from pinochle_client import RefereeError, Session
+from pinochle_client import RefereeClient, RefereeError, Session
 from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -32,6 +32,7 @@ from tests.service_helpers import (
     Step,
     Table,
     bearer,
+    free_port,
     new_table,
     pick,
     play,
@@ -39,6 +40,7 @@ from tests.service_helpers import (
     refused,
     serving,
 )
+from tests.test_service_crash import running
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
 WINDOW = 512  # games.RECENT_EVENTS, the in-memory window the proto's snapshot refers to
@@ -775,3 +777,99 @@ async def test_a_watch_opened_while_the_server_shuts_down_is_refused_resumably(
     fresh = await refused(anext(table.seats[2].watch(0)))
     assert fresh.metadata["after_seq"] == "0" and "send the same request again" in fresh.message
     assert (await table.spec.view())["version"] == 1  # the rest of the service goes on
+
+
+async def _collect(stream: AsyncIterator[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+    async for item in stream:
+        items.append(item)
+
+
+async def _until_version(items: list[dict[str, Any]], version: int) -> None:
+    async with asyncio.timeout(20):
+        while not (items and "event" in items[-1] and items[-1]["event"]["version"] >= version):
+            await asyncio.sleep(0.01)
+
+
+async def test_a_resuming_watch_follows_its_game_across_a_restart(tmp_path: Path) -> None:
+    """``watch(resume=True)`` (the Python client; the Node client has the same option): the
+    stream the shutdown ends is opened again after its ``after_seq`` once the server is back,
+    and yields exactly what a watch opened afterwards gives. A resumed call sends an after_seq,
+    which makes the server ignore from_version: the client leaves out what from_version
+    excludes (a watch from beyond the current version, which had been sent nothing)."""
+    port = free_port()
+    rng = random.Random(5)
+    async with RefereeClient(f"127.0.0.1:{port}") as client:
+        async with serving(tmp_path, port=port) as srv:
+            table = await new_table(srv.client, "partnership", seed="resume")
+            for _ in range(5):
+                version = await step_once(table, rng)
+            seat = client.session(table.game_id, table.seat_tokens[2])
+            ahead = client.session(table.game_id, table.spectator_token)
+            whole: list[dict[str, Any]] = []
+            later: list[dict[str, Any]] = []
+            watches = [
+                asyncio.ensure_future(_collect(seat.watch(0, resume=True), whole)),
+                asyncio.ensure_future(_collect(ahead.watch(version + 3, resume=True), later)),
+            ]
+            await _until_version(whole, version)
+        assert [watch.done() for watch in watches] == [False, False]  # waiting for the server
+        assert later == []
+        async with serving(tmp_path, port=port) as srv:
+            again = Table(
+                srv.client,
+                table.game_id,
+                table.seat_tokens,
+                table.spectator_token,
+                table.adjudicator_token,
+            )
+            for _ in range(6):
+                version = await step_once(again, rng)
+            await _until_version(whole, version)
+            await _until_version(later, version)
+            assert whole == await until_idle(again.seats[2].watch(0))
+            assert later == await until_idle(again.spec.watch(version - 3))
+            for watch in watches:
+                watch.cancel()
+
+
+async def test_a_resuming_watch_survives_a_killed_server(tmp_path: Path) -> None:
+    """A server killed outright sends no after_seq: the stream fails UNAVAILABLE (the connection
+    lost) and the client resumes after the last event it received, once a new server answers
+    on the address. Without ``resume`` the same loss is a RefereeError."""
+    port = free_port()
+    db, log = tmp_path / "referee.db", tmp_path / "server.log"
+    rng = random.Random(9)
+    async with RefereeClient(f"127.0.0.1:{port}") as client:
+        with running(db, port, log) as server:
+            await server.wait_serving()
+            table = await new_table(client, "partnership", seed="killed")
+            for _ in range(4):
+                version = await step_once(table, rng)
+            items: list[dict[str, Any]] = []
+            watch = asyncio.ensure_future(_collect(table.seats[1].watch(0, resume=True), items))
+            plain = asyncio.ensure_future(_collect(table.seats[0].watch(0), []))
+            await _until_version(items, version)
+            server.kill()
+            error = await refused(asyncio.wait_for(plain, 20))
+            assert error.code == grpc.StatusCode.UNAVAILABLE and "after_seq" not in error.metadata
+        await asyncio.sleep(0.3)  # a few attempts fail while nothing listens
+        assert not watch.done()
+        with running(db, port, log) as server:
+            await server.wait_serving()
+            for _ in range(3):
+                version = await step_once(table, rng)
+            await _until_version(items, version)
+            assert items == await until_idle(table.seats[1].watch(0))
+            watch.cancel()
+
+
+async def test_a_resuming_watch_raises_any_other_error_at_once(srv: Served) -> None:
+    """Only UNAVAILABLE is resumed: a refusal is raised as without ``resume``."""
+    table = await new_table(srv.client, "partnership", seed="other-errors")
+    beyond = await refused(
+        asyncio.wait_for(anext(table.spec.watch(0, after_seq=999, resume=True)), 20)
+    )
+    assert beyond.code == grpc.StatusCode.INVALID_ARGUMENT
+    stranger = srv.client.session(table.game_id, "not-a-token")
+    unknown = await refused(asyncio.wait_for(anext(stranger.watch(0, resume=True)), 20))
+    assert unknown.code == grpc.StatusCode.UNAUTHENTICATED

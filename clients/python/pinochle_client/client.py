@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
@@ -20,6 +21,11 @@ from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service.convert import action_from_json, dict_to_struct, struct_to_dict
 
 T = TypeVar("T")
+
+# Session.watch(resume=True): the wait before re-opening a stream that failed UNAVAILABLE,
+# doubling while attempts yield nothing.
+RESUME_FIRST_BACKOFF = 0.05
+RESUME_MAX_BACKOFF = 2.0
 
 
 class RefereeError(Exception):
@@ -398,18 +404,54 @@ class Session:
         return (await self.check_audit_log()).intact
 
     async def watch(
-        self, from_version: int = 0, *, after_seq: int = 0
+        self, from_version: int = 0, *, after_seq: int = 0, resume: bool = False
     ) -> AsyncGenerator[dict[str, Any], None]:
-        """Events (and snapshots) as plain dicts: ``{"event": {...}}`` or ``{"snapshot": ...}``.
+        """Events (and snapshots) as plain dicts: ``{"event": {...}}`` or ``{"snapshot": ...}``,
+        until the game ends (or the caller stops iterating, which ends the call at once).
 
         To resume after a disconnect, pass ``after_seq``: the ``seq`` of the last event
         received (one version can carry several events, so a version alone cannot say where
-        the stream broke)."""
+        the stream broke). With ``resume=True`` that happens by itself: when the stream fails
+        ``UNAVAILABLE`` (the server shutting down, reason SHUTTING_DOWN, or the connection
+        lost), it is opened again after the last event handled (the error's ``after_seq``,
+        else the last event received, else the first request again), waiting for the server
+        to come back, with a backoff from 0.05 s doubling to 2 s between attempts that yield
+        nothing. Any other error is raised."""
+        # The server reads from_version only when after_seq is 0; a resumed call sends an
+        # after_seq, so the events from_version excludes are left out here.
+        wanted_after = from_version if from_version > 0 and not after_seq else -1
+        backoff = RESUME_FIRST_BACKOFF
+        attempt = 0
+        while True:
+            try:
+                async for item in self._watch_once(from_version, after_seq, attempt > 0):
+                    backoff = RESUME_FIRST_BACKOFF
+                    if "event" in item:
+                        event = item["event"]
+                        after_seq = event["seq"]
+                        if event["version"] <= wanted_after:
+                            continue
+                    yield item
+                return
+            except RefereeError as error:
+                if not resume or error.code != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                where = int(error.metadata.get("after_seq", "0") or 0)
+                after_seq = max(after_seq, where)
+            attempt += 1
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, RESUME_MAX_BACKOFF)
+
+    async def _watch_once(
+        self, from_version: int, after_seq: int, wait_for_ready: bool
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """One WatchGame call, its messages as dicts."""
         stream = self.client.referee.WatchGame(
             pb.WatchGameRequest(
                 game_id=self.game_id, from_version=from_version, after_seq=after_seq
             ),
             metadata=self.metadata,
+            wait_for_ready=wait_for_ready,
         )
         try:
             async for item in stream:
