@@ -106,6 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("PINOCHLE_REFEREE_DB_SCHEMA", ""),
         help="PostgreSQL schema holding the tables (as for serve)",
     )
+    backup = commands.add_parser(
+        "backup", help="copy the SQLite database, even while it is served, and check the copy"
+    )
+    backup.add_argument("destination", help="the new file to write (must not exist)")
+    backup.add_argument(
+        "--db",
+        default=os.environ.get("PINOCHLE_REFEREE_DB", "./data/referee.db"),
+        help="the SQLite database (as for serve)",
+    )
     verify = commands.add_parser(
         "verify-deal", help="check a deal against the commitment published when it was dealt"
     )
@@ -145,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(serve(settings))
     if args.command == "export":
         return asyncio.run(_export(args.game_id, args.db, args.db_schema))
+    if args.command == "backup":
+        return _backup(args.db, args.destination)
     if args.command == "verify-deal":
         return _verify_deal(args.commitment, args.salt, args.deal)
     if args.command == "demo":
@@ -188,6 +199,48 @@ async def _export(game_id: str, db: str, schema: str = "") -> int:
         return 1
     finally:
         await store.close()
+
+
+def _backup(db: str, destination: str) -> int:
+    from referee.store.base import StoreError  # noqa: PLC0415
+    from referee.store.sqlite import backup  # noqa: PLC0415
+
+    if db.startswith(("postgresql://", "postgres://")):
+        print(
+            "pinochle-referee: backup copies the embedded SQLite database; for PostgreSQL use"
+            " pg_dump (for example: pg_dump --schema=SCHEMA URL > referee.sql)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        report = backup(db, destination)
+    except StoreError as error:
+        print(f"pinochle-referee: {error}", file=sys.stderr)
+        return 1
+    broken = len(report.broken_audit_logs)
+    print(
+        f"backed up {db} to {destination}: {_count(report.games, 'game')} ({report.in_progress:,}"
+        f" in progress), {_count(report.log_rows, 'log row')},"
+        f" {_count(report.audit_entries, 'audit entry', 'audit entries')};"
+        f" integrity {report.integrity}; "
+        + (
+            "every audit log intact"
+            if not broken
+            else f"{_count(broken, 'audit log', 'audit logs')} not intact"
+        )
+    )
+    for game_id, detail in report.broken_audit_logs:
+        print(f"pinochle-referee: game {game_id}: audit log not intact: {detail}", file=sys.stderr)
+    if report.integrity != "ok":
+        print(
+            f"pinochle-referee: the copy failed integrity_check: {report.integrity}",
+            file=sys.stderr,
+        )
+    return 0 if report.sound else 1
+
+
+def _count(number: int, one: str, many: str = "") -> str:
+    return f"{number:,} {one if number == 1 else many or one + 's'}"
 
 
 def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
@@ -916,3 +917,104 @@ def _verify_chain(rows: Iterable[AuditRow], head_seq: int, head_hash: str) -> Au
             False, entries, entries, f"entry {entries} is not the head the game records"
         )
     return AuditVerification(True, entries)
+
+
+@dataclass(frozen=True)
+class BackupReport:
+    """What ``backup`` copied and what the copy's own checks found."""
+
+    games: int
+    in_progress: int
+    log_rows: int
+    audit_entries: int
+    integrity: str  # PRAGMA integrity_check's first line: "ok" when the file is sound
+    broken_audit_logs: tuple[tuple[str, str], ...]  # (game id, what VerifyAuditLog would say)
+
+    @property
+    def sound(self) -> bool:
+        return self.integrity == "ok" and not self.broken_audit_logs
+
+
+def backup(source: str | Path, destination: str | Path) -> BackupReport:
+    """Copy the database at ``source`` to the new file ``destination`` while a server may be
+    writing to it, then check the copy.
+
+    Copying the file itself is not safe while a server runs: the WAL holds committed
+    transactions the main file does not have yet, and the two cannot be copied at one instant.
+    SQLite's online backup copies the database as of one read transaction, in one step: in WAL
+    mode that does not stop the server's writers, and a step-by-step copy would start again
+    after every commit the server made meanwhile (under steady play it might never finish). So
+    the copy holds exactly the transactions committed before it began: every action
+    acknowledged by then, none half-written.
+
+    The copy is written beside ``destination`` and renamed onto it only once complete and
+    flushed, so ``destination`` is never a partial file. It is then checked, as a restore would
+    need it: ``PRAGMA integrity_check`` and every game's audit chain. A copy that fails a check
+    is kept (it is what the source held) and the report says what failed.
+    """
+    source, destination = Path(source), Path(destination)
+    if not source.is_file():
+        raise StoreError(f"no database at {source}")
+    if destination.exists():
+        raise StoreError(f"{destination} already exists; give a new file")
+    partial = destination.with_name(destination.name + ".partial")
+    partial.unlink(missing_ok=True)  # left by a backup that was stopped half-way
+    reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+    try:
+        copy = sqlite3.connect(partial, isolation_level=None)
+        try:
+            reader.backup(copy)  # pages=-1: one step, one snapshot
+            # One self-contained file, with no -wal beside it; the store turns WAL on again
+            # when it opens the file.
+            copy.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            copy.close()
+    except sqlite3.Error as exc:
+        partial.unlink(missing_ok=True)
+        raise StoreError(f"cannot back up {source}: {exc}") from exc
+    finally:
+        reader.close()
+    with partial.open("rb+") as written:
+        os.fsync(written.fileno())
+    os.replace(partial, destination)
+    directory = os.open(destination.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+    return _check_copy(destination)
+
+
+def _check_copy(path: Path) -> BackupReport:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    try:
+        return _checked(conn)
+    except sqlite3.Error as exc:  # not a referee database, or one too damaged to read
+        return BackupReport(0, 0, 0, 0, f"cannot be checked: {exc}", ())
+    finally:
+        conn.close()
+
+
+def _checked(conn: sqlite3.Connection) -> BackupReport:
+    """The copy's integrity and every game's audit chain (``_verify_chain``, as VerifyAuditLog)."""
+    (integrity,) = conn.execute("PRAGMA integrity_check").fetchone()
+    games = conn.execute("SELECT game_id, over, audit_seq, audit_head FROM games").fetchall()
+    ((log_rows,),) = conn.execute("SELECT COUNT(*) FROM log").fetchall()
+    broken = []
+    audit_entries = 0
+    for game_id, _over, head_seq, head_hash in games:
+        cursor = conn.execute(
+            f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? ORDER BY seq", (game_id,)
+        )
+        verdict = _verify_chain(map(_audit_row, cursor), head_seq, head_hash)
+        audit_entries += verdict.entries
+        if not verdict.intact:
+            broken.append((str(game_id), verdict.detail))
+    return BackupReport(
+        games=len(games),
+        in_progress=sum(1 for _, over, _, _ in games if not over),
+        log_rows=int(log_rows),
+        audit_entries=audit_entries,
+        integrity=str(integrity),
+        broken_audit_logs=tuple(broken),
+    )

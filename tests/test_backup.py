@@ -1,0 +1,144 @@
+"""``pinochle-referee backup``: a consistent copy of the embedded database while it is served,
+checked, and a server that restores from it plays on (README "Backing up").
+
+Copying the SQLite file itself while a server runs is not safe (the WAL holds commits the main
+file does not have yet), so the command uses SQLite's online backup in one step: the copy holds
+every transaction committed before it began.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from referee import cli
+from referee.audit import audit_record
+from tests.service_helpers import SHORT_GAME, Table, new_table, play, play_step, serving
+
+
+def _backup(
+    capsys: pytest.CaptureFixture[str], db: str | Path, destination: Path
+) -> tuple[int, str]:
+    code = cli.main(["backup", "--db", str(db), str(destination)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+async def test_a_backup_under_load_holds_every_action_acknowledged_before_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Four games are played while the copy is made; the copy is checked by the command, then
+    served: each game stands at a version between the last one acknowledged before the
+    backup began and the last one acknowledged at all, its audit log is intact, it plays on to
+    its end from the copy, and its export audits as legal."""
+    source, copy = tmp_path / "x.db", tmp_path / "backup" / "copy.db"
+    copy.parent.mkdir()
+    async with serving(tmp_path) as srv:
+        tables = [
+            await new_table(srv.client, "partnership", SHORT_GAME["partnership"], seed=f"b{i}")
+            for i in range(4)
+        ]
+        acknowledged = {table.game_id: 0 for table in tables}
+        stopping = asyncio.Event()
+
+        async def player(table: Table, rng: random.Random) -> None:
+            while not stopping.is_set():
+                step = await play_step(table, rng)
+                if step is None:
+                    return
+                acknowledged[table.game_id] = step.result["version"]
+
+        players = [
+            asyncio.ensure_future(player(table, random.Random(index)))
+            for index, table in enumerate(tables)
+        ]
+        async with asyncio.timeout(20):  # the load is running
+            while min(acknowledged.values()) < 5:
+                await asyncio.sleep(0.01)
+        before = dict(acknowledged)
+        code = await asyncio.to_thread(cli.main, ["backup", "--db", str(source), str(copy)])
+        stopping.set()
+        await asyncio.gather(*players)
+        last = dict(acknowledged)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"backed up {source} to {copy}: 4 games (4 in progress)" in out, out
+    assert "integrity ok; every audit log intact" in out, out
+    assert sorted(path.name for path in copy.parent.iterdir()) == ["copy.db"]  # no -wal, .partial
+    async with serving(tmp_path / "restored", db=str(copy)) as restored:
+        for index, table in enumerate(tables):
+            again = Table(
+                restored.client,
+                table.game_id,
+                table.seat_tokens,
+                table.spectator_token,
+                table.adjudicator_token,
+            )
+            version = (await again.adj.view())["version"]
+            assert before[table.game_id] <= version <= last[table.game_id], (before, last)
+            assert await again.adj.verify_audit_log()
+            await play(again, random.Random(50 + index))
+            final = await again.adj.view()
+            verdict = audit_record(await again.seats[0].export())
+            assert final["over"] and verdict["legal"] and verdict["finished"], verdict
+
+
+async def test_a_backup_of_a_tampered_database_is_kept_and_says_what_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The copy is what the source held, so it is kept; the exit status (1) and the message
+    name the game whose audit chain does not verify."""
+    async with serving(tmp_path) as srv:
+        intact = await new_table(srv.client, "partnership", seed="intact")
+        tampered = await new_table(srv.client, "partnership", seed="tampered")
+        for table in (intact, tampered):
+            await play(table, random.Random(3), hands=1)
+    conn = sqlite3.connect(tmp_path / "x.db")
+    with conn:
+        conn.execute(
+            "UPDATE audit SET outcome = 'refused' WHERE game_id = ? AND seq = 4",
+            (tampered.game_id,),
+        )
+    conn.close()
+    copy = tmp_path / "copy.db"
+    code, text = _backup(capsys, tmp_path / "x.db", copy)
+    assert code == 1 and copy.is_file(), text
+    assert "1 audit log not intact" in text, text
+    assert f"game {tampered.game_id}: audit log not intact: entry 4" in text, text
+    assert intact.game_id not in text
+
+
+def test_backup_refuses_what_it_cannot_do_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.db"
+    code, text = _backup(capsys, missing, tmp_path / "copy.db")
+    assert (code, sorted(p.name for p in tmp_path.iterdir())) == (1, []), text
+    assert f"no database at {missing}" in text
+    source = tmp_path / "source.db"
+    sqlite3.connect(source).close()
+    existing = tmp_path / "existing.db"
+    existing.write_bytes(b"keep me")
+    code, text = _backup(capsys, source, existing)
+    assert code == 1 and existing.read_bytes() == b"keep me", text
+    assert "already exists" in text
+    code, text = _backup(capsys, "postgresql://127.0.0.1/test", tmp_path / "pg.db")
+    assert code == 2 and "pg_dump" in text and not (tmp_path / "pg.db").exists(), text
+
+
+def test_a_partial_file_left_by_a_stopped_backup_is_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "source.db"
+    conn = sqlite3.connect(source)
+    conn.execute("CREATE TABLE games (game_id TEXT, over INT, audit_seq INT, audit_head TEXT)")
+    conn.commit()
+    conn.close()
+    (tmp_path / "copy.db.partial").write_bytes(b"half a database")
+    code, text = _backup(capsys, source, tmp_path / "copy.db")
+    assert code == 1 and "cannot be checked: no such table: log" in text, text  # not ours
+    assert not (tmp_path / "copy.db.partial").exists() and (tmp_path / "copy.db").is_file()
