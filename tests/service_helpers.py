@@ -118,6 +118,63 @@ async def serving(tmp_path: Path, **overrides: Any) -> AsyncIterator[Served]:
         await running.stop(0)
 
 
+class SilentNetwork:
+    """A TCP relay to a server whose open connections can be cut silently: everything they
+    carry is dropped from then on and nothing is closed (no FIN, no RST), which is what a cut
+    network or a dead phone looks like to both ends. Connections made afterwards are relayed
+    normally (the client found another way back)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._open: dict[asyncio.Task[Any], list[bool]] = {}  # relay -> [cut]
+
+    async def __aenter__(self) -> SilentNetwork:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for relay in list(self._open):
+            relay.cancel()
+        await asyncio.gather(*self._open, return_exceptions=True)
+
+    def cut(self) -> None:
+        """Drop everything on the connections open now, for good."""
+        for state in self._open.values():
+            state[0] = True
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        state = self._open[task] = [False]
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(
+                "127.0.0.1", self.target_port
+            )
+            try:
+                await asyncio.gather(
+                    _pipe(reader, upstream_writer, state), _pipe(upstream_reader, writer, state)
+                )
+            finally:
+                upstream_writer.close()
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+            del self._open[task]
+
+
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter, cut: list[bool]) -> None:
+    while data := await source.read(65536):
+        if not cut[0]:
+            sink.write(data)
+            await sink.drain()
+
+
 async def refused(call: Awaitable[Any]) -> RefereeError:
     """The error of a call that must be refused; a client mistake is never UNKNOWN/INTERNAL."""
     try:

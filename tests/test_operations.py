@@ -292,6 +292,8 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
     assert (settings.watch_window, settings.max_watchers) == (64, 50)
     assert settings.max_pending_calls == 300
     assert _serve_settings("--max-pending-calls", "20").max_pending_calls == 20
+    assert _serve_settings("--keepalive-seconds", "2.5").keepalive_seconds == 2.5
+    assert Settings().keepalive_seconds == 60.0
     assert (Settings().watch_window, Settings().max_watchers) == (512, 10_000)
     assert Settings().max_pending_calls == 10_000
 
@@ -312,6 +314,7 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
         ("WATCH_WINDOW", "0", "--watch-window", "64"),
         ("MAX_WATCHERS", "none", "--max-watchers", "50"),
         ("MAX_PENDING_CALLS", "0", "--max-pending-calls", "100"),
+        ("KEEPALIVE_SECONDS", "0.5", "--keepalive-seconds", "30"),
         # argparse checks choices only on the command line: a variable's value passed unseen.
         ("LOG_FORMAT", "xml", "--log-format", "json"),
     ],

@@ -29,6 +29,7 @@ from referee.store.base import AuditRow
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,
     Served,
+    SilentNetwork,
     Step,
     Table,
     bearer,
@@ -873,3 +874,75 @@ async def test_a_resuming_watch_raises_any_other_error_at_once(srv: Served) -> N
     stranger = srv.client.session(table.game_id, "not-a-token")
     unknown = await refused(asyncio.wait_for(anext(stranger.watch(0, resume=True)), 20))
     assert unknown.code == grpc.StatusCode.UNAUTHENTICATED
+
+
+# ----------------------------------------------------------------------------------------------
+# WatchGame over a network that goes silent
+
+
+async def test_a_watcher_whose_network_goes_silent_is_dropped(tmp_path: Path) -> None:
+    """Was: gRPC's server pings a silent connection only after two hours, so a watcher whose
+    network went away without closing (nothing arrives, nothing is refused) kept its stream,
+    and its place under --max-watchers, that long. --keepalive-seconds (60) pings it; an
+    unanswered ping closes the connection and the stream's place is free again."""
+    async with serving(tmp_path, keepalive_seconds=1) as srv:
+        table = await new_table(srv.client, "partnership", seed="silent")
+        async with (
+            SilentNetwork(srv.running.port) as network,
+            RefereeClient(f"127.0.0.1:{network.port}") as far,
+        ):
+            stream = far.session(table.game_id, table.spectator_token).watch(0)
+            assert "event" in await anext(stream)
+            assert _watchers_active() == 1
+            network.cut()
+            async with asyncio.timeout(30):  # about two seconds: a ping, its timeout
+                while _watchers_active():
+                    await asyncio.sleep(0.05)
+            await stream.aclose()
+
+
+async def test_a_resuming_watch_finds_a_silent_connection_dead_and_resumes(
+    tmp_path: Path,
+) -> None:
+    """The client's side of the same cut: nothing arrives and nothing is refused, so a watch
+    would wait for ever. While a call is open the client pings a silent connection
+    (``keepalive_seconds``, 30 by default), drops it when the ping goes unanswered, and a
+    ``resume=True`` watch opens the stream again on a new connection, missing nothing. The
+    server's own keepalive is left at its default here, so only the client can notice."""
+    rng = random.Random(21)
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="silent-client")
+        for _ in range(3):
+            version = await step_once(table, rng)
+        async with (
+            SilentNetwork(srv.running.port) as network,
+            RefereeClient(f"127.0.0.1:{network.port}", keepalive_seconds=1) as far,
+        ):
+            items: list[dict[str, Any]] = []
+            seat = far.session(table.game_id, table.seat_tokens[3])
+            watch = asyncio.ensure_future(_collect(seat.watch(0, resume=True), items))
+            await _until_version(items, version)
+            network.cut()
+            for _ in range(4):
+                version = await step_once(table, rng)
+            await _until_version(items, version)
+            assert items == await until_idle(table.seats[3].watch(0))
+            watch.cancel()
+
+
+async def test_a_client_that_pings_keeps_its_quiet_watch(tmp_path: Path) -> None:
+    """gRPC's server answers a client that pings a quiet connection more often than every five
+    minutes with GOAWAY ("too many pings"), which would end after a minute and a half the
+    watches of a client that pings to find dead servers (the Python client pings every 30 s
+    while a call is open). The server lets clients ping every 10 s; here every 1 s, with a
+    client pinging every 1.5 s through six quiet seconds: its watch goes on."""
+    async with serving(tmp_path, client_ping_seconds=1) as srv:
+        table = await new_table(srv.client, "partnership", seed="pinging")
+        async with RefereeClient(srv.address, keepalive_seconds=1.5) as pinging:
+            watcher = Collector(pinging.session(table.game_id, table.spectator_token))
+            await watcher.wait_for_version(0)
+            await asyncio.sleep(6)
+            assert not watcher.task.done(), watcher.task
+            await table.seats[1].submit({"type": "pass"}, expected_version=0)
+            await watcher.wait_for_version(1)
+            watcher.task.cancel()

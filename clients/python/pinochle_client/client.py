@@ -124,13 +124,35 @@ class HandScore:
 # when its store failed ("retrying with the same request_id is safe") and what a restarting
 # server needs. CreateGame, which has no request id, and the streams are never retried.
 SERVICE_CONFIG = Path(pb.__file__).with_name("referee_grpc_service_config.json").read_text("utf-8")
+# While a call is open on a connection silent this long, the client pings the server, and
+# drops the connection when no answer comes within KEEPALIVE_TIMEOUT_SECONDS: a watch over a
+# connection whose server or network is gone without closing it would otherwise wait for ever
+# (with ``resume=True`` it then resumes). The server lets clients ping every 10 s.
+KEEPALIVE_SECONDS = 30.0
+KEEPALIVE_TIMEOUT_SECONDS = 10.0
+
+
+def keepalive_options(seconds: float) -> list[tuple[str, int]]:
+    """gRPC channel options for pinging every ``seconds`` while calls are open (grpcio needs
+    ``ping_timeout_ms`` for the timeout, and ``max_pings_without_data`` 0 to go on pinging a
+    quiet stream)."""
+    timeout = round(min(seconds, KEEPALIVE_TIMEOUT_SECONDS) * 1000)
+    return [
+        ("grpc.keepalive_time_ms", round(seconds * 1000)),
+        ("grpc.keepalive_timeout_ms", timeout),
+        ("grpc.http2.ping_timeout_ms", timeout),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.keepalive_permit_without_calls", 0),
+    ]
 
 
 class RefereeClient:
     """An ``asyncio`` client. Use as an async context manager or call ``close()``.
 
     Safe calls are retried on ``UNAVAILABLE`` by gRPC itself (``SERVICE_CONFIG``); pass
-    ``retries=False`` to see every failure, or a ``channel`` of your own.
+    ``retries=False`` to see every failure, or a ``channel`` of your own. While a call is open
+    the connection is pinged after ``keepalive_seconds`` of silence (None: never), so a watch
+    finds out when its server or network is gone without a word.
 
     ``rules`` queries (GAME_RECORD.md §3) need no game or token: ``score_meld``,
     ``legal_plays``, ``trick_winner``, ``trick_points`` and ``score_hand``. A query the rules
@@ -145,9 +167,14 @@ class RefereeClient:
         credentials: grpc.ChannelCredentials | None = None,
         channel: grpc.aio.Channel | None = None,
         retries: bool = True,
+        keepalive_seconds: float | None = KEEPALIVE_SECONDS,
     ) -> None:
         if channel is None:
-            options = [("grpc.service_config", SERVICE_CONFIG)] if retries else []
+            options: list[tuple[str, str | int]] = (
+                [("grpc.service_config", SERVICE_CONFIG)] if retries else []
+            )
+            if keepalive_seconds is not None:
+                options += keepalive_options(keepalive_seconds)
             channel = (
                 grpc.aio.secure_channel(target, credentials, options)
                 if credentials is not None
