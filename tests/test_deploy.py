@@ -27,6 +27,7 @@ import yaml
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.cli import build_parser
 from referee.service.server import (
+    CLIENT_PING_SECONDS,
     ENV_PREFIX,
     SERVICE_NAMES,
     Settings,
@@ -434,6 +435,22 @@ def test_envoy_balances_over_every_replica_on_the_grpc_port(
         assert checks, "upstreams must be health-checked"
         for check in checks:
             assert check["grpc_health_check"].get("service_name", "") in HEALTH_NAMES
+
+
+def test_envoys_keepalive_pings_are_ones_the_referee_accepts() -> None:
+    """Envoy pings each upstream connection every 30 s; gRPC's server default (one ping per five
+    minutes on a quiet connection) answered that with GOAWAY "too many pings" every minute
+    and a half, cutting the WatchGame streams relayed on it. The referee accepts a ping every
+    CLIENT_PING_SECONDS, so Envoy must not ping more often."""
+    for cluster_name in envoy_routed_clusters():
+        options = envoy_cluster(cluster_name)["typed_extension_protocol_options"][
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+        ]
+        keepalive = options["explicit_http_config"]["http2_protocol_options"][
+            "connection_keepalive"
+        ]
+        assert keepalive["interval"].endswith("s")
+        assert float(keepalive["interval"][:-1]) >= CLIENT_PING_SECONDS
 
 
 def test_envoy_speaks_grpc_web_and_exposes_the_rich_error_headers() -> None:
