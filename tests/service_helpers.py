@@ -127,6 +127,7 @@ class SilentNetwork:
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.port = 0
+        self.connections = 0  # made through the relay so far
         self._server: asyncio.Server | None = None
         self._open: dict[asyncio.Task[Any], list[bool]] = {}  # relay -> [cut]
 
@@ -151,6 +152,7 @@ class SilentNetwork:
         task = asyncio.current_task()
         assert task is not None
         state = self._open[task] = [False]
+        self.connections += 1
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(
                 "127.0.0.1", self.target_port

@@ -294,6 +294,8 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
     assert _serve_settings("--max-pending-calls", "20").max_pending_calls == 20
     assert _serve_settings("--keepalive-seconds", "2.5").keepalive_seconds == 2.5
     assert Settings().keepalive_seconds == 60.0
+    aged = _serve_settings("--max-connection-age-seconds", "600")
+    assert (aged.max_connection_age_seconds, Settings().max_connection_age_seconds) == (600, 0)
     assert (Settings().watch_window, Settings().max_watchers) == (512, 10_000)
     assert Settings().max_pending_calls == 10_000
 

@@ -946,3 +946,32 @@ async def test_a_client_that_pings_keeps_its_quiet_watch(tmp_path: Path) -> None
             await table.seats[1].submit({"type": "pass"}, expected_version=0)
             await watcher.wait_for_version(1)
             watcher.task.cancel()
+
+
+async def test_connections_past_their_age_are_replaced_and_watches_resume(
+    tmp_path: Path,
+) -> None:
+    """--max-connection-age-seconds: behind an L4 balancer a client's one connection pins it to
+    one replica for good. Past the age gRPC asks the client to reconnect (GOAWAY): unary calls
+    go on over new connections without a failure, and a watch, cut after the grace period
+    with UNAVAILABLE, resumes with ``resume=True`` and misses nothing."""
+    rng = random.Random(33)
+    async with serving(tmp_path, max_connection_age_seconds=1) as srv:
+        table = await new_table(srv.client, "partnership", seed="aged")
+        async with (
+            SilentNetwork(srv.running.port) as network,
+            RefereeClient(f"127.0.0.1:{network.port}") as client,
+        ):
+            spectator = client.session(table.game_id, table.spectator_token)
+            items: list[dict[str, Any]] = []
+            watch = asyncio.ensure_future(_collect(spectator.watch(0, resume=True), items))
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            while loop.time() - started < 4:
+                version = await step_once(table, rng)
+                assert (await spectator.view())["version"] == version
+                await asyncio.sleep(0.05)  # a few dozen actions: all within the watch window
+            await _until_version(items, version)
+            assert network.connections >= 3
+            assert items == await until_idle(table.spec.watch(0))
+            watch.cancel()

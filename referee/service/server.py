@@ -55,6 +55,8 @@ MAX_PENDING_CALLS = 10_000
 # KEEPALIVE_TIMEOUT_SECONDS is closed (see keepalive_options).
 KEEPALIVE_SECONDS = 60.0
 KEEPALIVE_TIMEOUT_SECONDS = 20.0
+# --max-connection-age-seconds: calls in flight on a connection past its age get this long.
+CONNECTION_AGE_GRACE_SECONDS = 30.0
 # Clients may ping this often (the Python client pings every 30 s while a call is open, to
 # find a server that is gone); gRPC's default, five minutes, answers more with GOAWAY.
 CLIENT_PING_SECONDS = 10.0
@@ -78,6 +80,7 @@ class Settings:
     max_watchers: int = MAX_WATCHERS  # WatchGame streams open at once on this server
     max_pending_calls: int = MAX_PENDING_CALLS  # calls gRPC holds before the server starts them
     keepalive_seconds: float = KEEPALIVE_SECONDS  # ping a silent connection after this long
+    max_connection_age_seconds: float = 0.0  # 0: connections live as long as their clients like
     watch_window: int = RECENT_EVENTS  # events per game kept in memory for WatchGame
     idle_after: float = IDLE_AFTER  # seconds without an accepted action; 0: never idle
     refusal_rate: float = REFUSAL_RATE
@@ -172,6 +175,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f" within {KEEPALIVE_TIMEOUT_SECONDS:g} s (or this, if shorter): a client gone without"
         " closing (a network cut, a dead phone) would hold its WatchGame streams for hours"
         " (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-connection-age-seconds",
+        type=_seconds,
+        default=env("max_connection_age_seconds", Settings.max_connection_age_seconds),
+        help="ask clients to reconnect after this long (GOAWAY), so that behind an L4 balancer"
+        " or with client-side balancing new replicas get their share; calls in flight get"
+        f" {CONNECTION_AGE_GRACE_SECONDS:g} s more (or this, if shorter), then a WatchGame stream"
+        " ends UNAVAILABLE and a resuming client opens it again; 0: never (default %(default)s)",
     )
     parser.add_argument(
         "--watch-window",
@@ -338,6 +350,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_watchers=args.max_watchers,
         max_pending_calls=args.max_pending_calls,
         keepalive_seconds=args.keepalive_seconds,
+        max_connection_age_seconds=args.max_connection_age_seconds,
         watch_window=args.watch_window,
         idle_after=args.idle_after,
         refusal_rate=args.refusal_rate,
@@ -782,6 +795,25 @@ def keepalive_options(seconds: float, client_ping_seconds: float) -> list[tuple[
     ]
 
 
+def connection_age_options(seconds: float) -> list[tuple[str, int]]:
+    """A client keeps its connection, and so the replica it reached, for as long as it runs: an
+    L4 balancer (a Kubernetes ClusterIP Service) or client-side balancing over the headless
+    Service re-resolves and spreads connections only when one closes, so replicas added by
+    the autoscaler would get no traffic from clients already connected. Past ``seconds`` gRPC
+    sends GOAWAY: new calls go on a new connection, and the calls in flight get a grace period
+    (a WatchGame stream, which would never end by itself, then ends UNAVAILABLE "max connection
+    age", which ``watch(resume=True)`` resumes). None for 0."""
+    if not seconds:
+        return []
+    return [
+        ("grpc.max_connection_age_ms", round(seconds * 1000)),
+        (
+            "grpc.max_connection_age_grace_ms",
+            round(min(seconds, CONNECTION_AGE_GRACE_SECONDS) * 1000),
+        ),
+    ]
+
+
 async def start_server(settings: Settings, store: GameStore | None = None) -> Running:
     """Bind the port, open the store, register the services and start serving.
 
@@ -806,6 +838,7 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
             ("grpc.server.max_pending_requests", settings.max_pending_calls),
             ("grpc.server.max_pending_requests_hard_limit", settings.max_pending_calls),
             *keepalive_options(settings.keepalive_seconds, settings.client_ping_seconds),
+            *connection_age_options(settings.max_connection_age_seconds),
         ],
     )
     address = f"{settings.host}:{settings.port}"
