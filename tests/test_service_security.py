@@ -924,6 +924,55 @@ async def test_mutual_tls(tmp_path: Path, ca: trustme.CA) -> None:
             assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+async def _healthy_with(target: str, ca_pem: bytes, **client_pems: bytes) -> bool:
+    """Whether a new connection trusting ``ca_pem`` (and presenting ``client_pems``) works."""
+    credentials = grpc.ssl_channel_credentials(root_certificates=ca_pem, **client_pems)
+    async with grpc.aio.secure_channel(target, credentials) as channel:
+        try:
+            return await _health(channel) == health_pb2.HealthCheckResponse.SERVING
+        except grpc.aio.AioRpcError as error:
+            assert error.code() == grpc.StatusCode.UNAVAILABLE
+            return False
+
+
+async def test_renewed_tls_files_are_served_without_a_restart(tmp_path: Path) -> None:
+    """Was: the files were read once at start-up, so a renewed certificate (cert-manager
+    rewrites the files before the old one expires) was served only after a restart, and until
+    then clients met the old one until it expired. Each new connection now gets what the files
+    hold; connections already open keep theirs. With mutual TLS the client CA file is read
+    again too. A file that cannot be read keeps the configuration in use."""
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    pems = _write_pems(old_ca, tmp_path / "pki")
+    async with serving(
+        tmp_path,
+        tls_cert=str(pems["cert"]),
+        tls_key=str(pems["key"]),
+        tls_client_ca=str(pems["ca"]),
+    ) as srv:
+        target = f"localhost:{srv.running.port}"
+        old_client = {
+            "private_key": pems["client_key"].read_bytes(),
+            "certificate_chain": pems["client_cert"].read_bytes(),
+        }
+        old_root = pems["ca"].read_bytes()
+        open_credentials = grpc.ssl_channel_credentials(root_certificates=old_root, **old_client)
+        async with grpc.aio.secure_channel(target, open_credentials) as open_channel:
+            assert await _health(open_channel) == health_pb2.HealthCheckResponse.SERVING
+            renewed = _write_pems(new_ca, tmp_path / "pki")  # the same paths, new contents
+            new_client = {
+                "private_key": renewed["client_key"].read_bytes(),
+                "certificate_chain": renewed["client_cert"].read_bytes(),
+            }
+            new_root = renewed["ca"].read_bytes()
+            assert await _healthy_with(target, new_root, **new_client)
+            assert not await _healthy_with(target, old_root, **old_client)
+            assert not await _healthy_with(target, new_root, **old_client)  # old client CA
+            # The connection made before the renewal goes on.
+            assert await _health(open_channel) == health_pb2.HealthCheckResponse.SERVING
+            pems["key"].unlink()  # half-way through a renewal: the current files stay in use
+            assert await _healthy_with(target, new_root, **new_client)
+
+
 def test_tls_flags_and_environment_reach_the_settings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

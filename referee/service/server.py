@@ -769,6 +769,48 @@ class Running:
         await self.store.close()
 
 
+class TlsFiles:
+    """The TLS files, read again when they change, so a renewed certificate is served without a
+    restart (cert-manager, or any renewal, rewrites the files well before the old certificate
+    expires; read once, the server would go on presenting the old one until clients refused it).
+
+    gRPC asks ``reloaded`` before each new connection's handshake; it looks at the files'
+    modification times and sizes (a ``stat`` each) and reads them only when one changed.
+    Connections already open keep the certificate they were made with. A file that cannot be
+    read keeps the current configuration, with a warning.
+    """
+
+    def __init__(self, cert: str, key: str, client_ca: str) -> None:
+        self.paths = [Path(cert), Path(key)] + ([Path(client_ca)] if client_ca else [])
+        self._seen: list[tuple[int, int]] = []
+
+    def _stamps(self) -> list[tuple[int, int]]:
+        return [(stat.st_mtime_ns, stat.st_size) for stat in (p.stat() for p in self.paths)]
+
+    def load(self) -> grpc.ServerCertificateConfiguration:
+        """The configuration the files hold now (raises OSError when one cannot be read)."""
+        stamps = self._stamps()
+        cert, key, *client_ca = (path.read_bytes() for path in self.paths)
+        self._seen = stamps
+        return grpc.ssl_server_certificate_configuration(
+            [(key, cert)], root_certificates=client_ca[0] if client_ca else None
+        )
+
+    def reloaded(self) -> grpc.ServerCertificateConfiguration | None:
+        """A new configuration when a file changed since it was last read, else None."""
+        try:
+            if self._stamps() == self._seen:
+                return None
+            configuration = self.load()
+        except OSError as error:
+            structlog.get_logger("referee.tls").warning("tls_reload_failed", error=str(error))
+            return None
+        structlog.get_logger("referee.tls").info(
+            "tls_reloaded", files=[str(path) for path in self.paths]
+        )
+        return configuration
+
+
 def keepalive_options(seconds: float, client_ping_seconds: float) -> list[tuple[str, int]]:
     """gRPC's options for finding connections whose peer is gone without closing them.
 
@@ -844,15 +886,12 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
     address = f"{settings.host}:{settings.port}"
     try:
         if settings.tls_cert:
-            cert = Path(settings.tls_cert).read_bytes()
-            key = Path(settings.tls_key).read_bytes()
-            client_ca = (
-                Path(settings.tls_client_ca).read_bytes() if settings.tls_client_ca else None
-            )
-            credentials = grpc.ssl_server_credentials(
-                [(key, cert)],
-                root_certificates=client_ca,
-                require_client_auth=client_ca is not None,
+            files = TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+            credentials = grpc.dynamic_ssl_server_credentials(
+                files.load(),
+                # grpc's documentation: "or None for no change"; its type stubs omit the None.
+                files.reloaded,  # type: ignore[arg-type]
+                require_client_authentication=bool(settings.tls_client_ca),
             )
             port = server.add_secure_port(address, credentials)
         else:
