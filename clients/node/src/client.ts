@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import * as path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
@@ -198,7 +199,12 @@ export interface CallOptions {
 }
 
 /** Options of `Session.watch`: as for unary calls, but with no deadline unless one is given. */
-export type WatchOptions = CallOptions;
+export interface WatchOptions extends CallOptions {
+  /** When the stream fails with UNAVAILABLE (the server stopping, reason `SHUTTING_DOWN`, or the
+   * connection lost), open it again where it broke and go on, waiting for the server to come
+   * back (default false: the loop throws). */
+  resume?: boolean;
+}
 
 export interface SubmitOptions extends CallOptions {
   /** Defaults to the version this session last saw. */
@@ -234,7 +240,8 @@ export interface RecordVerdict {
   verdict: JsonObject;
 }
 
-export interface AuditRecordsOptions extends WatchOptions {
+/** Options of `auditRecords`: as for unary calls, but with no deadline unless one is given. */
+export interface AuditRecordsOptions extends CallOptions {
   /** Go on after a record that fails (default: stop at the first). */
   keepGoing?: boolean;
 }
@@ -479,6 +486,86 @@ function aborted(): RefereeError {
   });
 }
 
+/** `items` with a `return()` and `throw()` that call `release` first: an async generator's own
+ * return() waits behind a pending next(), so `release` must settle that next(). */
+function releasable<T>(
+  items: AsyncGenerator<T, void, undefined>,
+  release: () => void,
+): AsyncGenerator<T, void, undefined> {
+  const stream: AsyncGenerator<T, void, undefined> = {
+    next: (...args) => items.next(...args),
+    return: (value) => {
+      release();
+      return items.return(value);
+    },
+    throw: (error: unknown) => {
+      release();
+      return items.throw(error);
+    },
+    [Symbol.asyncIterator]: () => stream,
+  };
+  return stream;
+}
+
+/** The wait before re-opening a resumed watch: 50 ms, doubling up to 2 s. */
+const FIRST_BACKOFF_MS = 50;
+const LAST_BACKOFF_MS = 2_000;
+
+/**
+ * A watch that is opened again after UNAVAILABLE (`WatchOptions.resume`), as the Python
+ * client's: `open(afterSeq, again)` starts one stream (`again`: a re-opening, which waits for
+ * the server). It resumes after the failure's `metadata.after_seq` when that is above 0, else
+ * after the last event received, else as first asked (`afterSeq`). Other errors are thrown.
+ */
+function resumable(
+  open: (afterSeq: number, again: boolean) => WatchStream,
+  fromVersion: number,
+  afterSeq: number,
+  signal: AbortSignal | undefined,
+): WatchStream {
+  const released = new AbortController();
+  const stop = signal ? AbortSignal.any([signal, released.signal]) : released.signal;
+  let current: WatchStream | undefined;
+
+  // The server reads fromVersion only when afterSeq is 0; a re-opened call sends an afterSeq,
+  // so the events fromVersion excludes are left out here.
+  const wantedAfter = fromVersion > 0 && !afterSeq ? fromVersion : -1;
+
+  async function* items(): WatchStream {
+    let cursor = afterSeq;
+    let backoff = FIRST_BACKOFF_MS;
+    for (let again = false; ; again = true) {
+      current = open(cursor, again);
+      try {
+        for await (const item of current) {
+          backoff = FIRST_BACKOFF_MS;
+          if (item.type === "event") {
+            cursor = item.event.seq;
+            if (item.event.version <= wantedAfter) continue;
+          }
+          yield item;
+        }
+        return; // the game is over, or the consumer let go
+      } catch (error) {
+        if (!(error instanceof RefereeError) || error.code !== grpc.status.UNAVAILABLE) throw error;
+        cursor = Math.max(cursor, Number(error.metadata["after_seq"]) || 0);
+      }
+      try {
+        await sleep(backoff, undefined, { signal: stop });
+      } catch {
+        if (released.signal.aborted) return;
+        throw aborted();
+      }
+      backoff = Math.min(2 * backoff, LAST_BACKOFF_MS);
+    }
+  }
+
+  return releasable(items(), () => {
+    released.abort();
+    void current?.return(undefined);
+  });
+}
+
 /** grpc-js call options for a deadline in milliseconds (0: none). */
 function deadline(ms: number): grpc.CallOptions {
   return ms > 0 ? { deadline: Date.now() + ms } : {};
@@ -569,13 +656,15 @@ export class RefereeClient {
    * @internal one server-streaming call, its messages mapped by `map` (undefined: skipped).
    * Refusals become RefereeError, and so does an abort (`CANCELLED`); `return()`, which
    * `break` calls, cancels the call at once, even while a `next()` waits for a message (that
-   * `next()` then ends the iteration). No deadline unless `options.deadlineMs` sets one.
+   * `next()` then ends the iteration). No deadline unless `options.deadlineMs` sets one;
+   * `options.waitForReady` (gRPC's wait-for-ready) makes the call wait for the server instead
+   * of failing fast.
    */
   stream<M, T>(
     start: (metadata: grpc.Metadata, options: grpc.CallOptions) => grpc.ClientReadableStream<M>,
     map: (message: M) => T | undefined,
     token?: string,
-    options: CallOptions = {},
+    options: CallOptions & { waitForReady?: boolean } = {},
   ): AsyncGenerator<T, void, undefined> {
     const { signal } = options;
     let call: grpc.ClientReadableStream<M> | undefined;
@@ -586,6 +675,7 @@ export class RefereeClient {
     async function* messages(): AsyncGenerator<T, void, undefined> {
       if (signal?.aborted) throw aborted();
       const metadata = callMetadata(token, options.metadata);
+      if (options.waitForReady) metadata.setOptions({ waitForReady: true });
       const active = start(metadata, deadline(options.deadlineMs ?? 0));
       call = active;
       // A cancelled call reports CANCELLED after the loop has let go of the stream.
@@ -608,26 +698,11 @@ export class RefereeClient {
       }
     }
 
-    const items = messages();
-    // An async generator's own return() waits behind a pending next(): cancel the call first,
-    // which settles that next().
-    const release = () => {
+    // Cancelling the call settles a pending next().
+    return releasable(messages(), () => {
       released = true;
       cancel();
-    };
-    const stream: AsyncGenerator<T, void, undefined> = {
-      next: (...args) => items.next(...args),
-      return: (value) => {
-        release();
-        return items.return(value);
-      },
-      throw: (error: unknown) => {
-        release();
-        return items.throw(error);
-      },
-      [Symbol.asyncIterator]: () => stream,
-    };
-    return stream;
+    });
   }
 
   async createGame(request: CreateGameOptions, call: CallOptions = {}): Promise<CreatedGame> {
@@ -892,15 +967,29 @@ export class Session {
    * events that old for the caller. To resume after a disconnect pass `afterSeq`, the `seq` of
    * the last event received (one version can carry several events, so a version alone cannot
    * say where the stream broke). No deadline unless `options.deadlineMs` sets one.
+   *
+   * With `options.resume` the loop goes on across an UNAVAILABLE (the server stopping, reason
+   * `SHUTTING_DOWN`, or the connection lost): the watch is opened again after the last event
+   * handled (the error's `metadata.after_seq`, else the last event received), waiting for the
+   * server with gRPC's wait-for-ready, 50 ms doubling to 2 s between attempts. Other errors are
+   * thrown; breaking out and `options.signal` stop it at once, even while it waits.
    */
   watch(fromVersion = 0, afterSeq = 0, options: WatchOptions = {}): WatchStream {
-    return this.client.stream(
-      (md, opts) =>
-        this.client.referee.WatchGame({ gameId: this.gameId, fromVersion, afterSeq }, md, opts),
-      toWatchItem,
-      this.token,
-      options,
-    );
+    const open = (after: number, waitForReady: boolean): WatchStream =>
+      this.client.stream(
+        (md, opts) =>
+          this.client.referee.WatchGame(
+            { gameId: this.gameId, fromVersion, afterSeq: after },
+            md,
+            opts,
+          ),
+        toWatchItem,
+        this.token,
+        { ...options, waitForReady },
+      );
+    return options.resume
+      ? resumable(open, fromVersion, afterSeq, options.signal)
+      : open(afterSeq, false);
   }
 }
 

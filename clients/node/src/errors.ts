@@ -56,7 +56,8 @@ export type StatusName = keyof typeof grpc.status;
  * RESOURCE_EXHAUSTED, with `retryDelay`), a request larger than the server's
  * `--max-message-bytes` (`REQUEST_TOO_LARGE`, RESOURCE_EXHAUSTED, `metadata.limit` the limit in
  * bytes), a WatchGame beyond the server's `--max-watchers` (`TOO_MANY_WATCHERS`,
- * RESOURCE_EXHAUSTED), or, for refusals
+ * RESOURCE_EXHAUSTED), a WatchGame stream the server ended as it stopped (`SHUTTING_DOWN`,
+ * UNAVAILABLE; resume with `metadata.after_seq`), or, for refusals
  * without a more specific reason (unknown game, bad token, bad request field, transport
  * failures), the gRPC status name itself. */
 export const SERVICE_REASONS = [
@@ -65,6 +66,7 @@ export const SERVICE_REASONS = [
   "TOO_MANY_REFUSALS",
   "REQUEST_TOO_LARGE",
   "TOO_MANY_WATCHERS",
+  "SHUTTING_DOWN",
 ] as const;
 export type ServiceReason = (typeof SERVICE_REASONS)[number] | StatusName;
 const SERVICE: ReadonlySet<string> = new Set(SERVICE_REASONS);

@@ -1,13 +1,19 @@
-// The client's retries (gRPC's own, from referee_grpc_service_config.json) against a stand-in
-// server that fails the first attempts with UNAVAILABLE and counts what it receives.
+// The client's retries (gRPC's own, from referee_grpc_service_config.json), and a resumed
+// watch's (WatchOptions.resume), against a stand-in server that fails the first attempts with
+// UNAVAILABLE and counts what it receives.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
 import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import * as googleProtoFiles from "google-proto-files";
+
+import type { WatchGameResponse } from "../generated/pinochle/referee/v1/WatchGameResponse";
 
 import {
   BUNDLED_PROTOS_DIR,
@@ -17,6 +23,8 @@ import {
   RefereeError,
   SERVICE_CONFIG_FILE,
   serviceConfig,
+  type WatchItem,
+  type WatchStream,
 } from "../src/index";
 
 interface Counts {
@@ -26,6 +34,11 @@ interface Counts {
 
 const counts: Counts = { submissions: [], creations: 0 };
 let failuresLeft = 0; // SubmitAction attempts still to fail
+/** What WatchGame does on each call, in turn: the messages it sends, then the status it ends with
+ * (none: OK, the game is over); once the script is spent, UNAVAILABLE at once. */
+let watchScript: { send: WatchGameResponse[]; end?: grpc.ServiceError }[] = [];
+/** Every WatchGame call received: its request and when. */
+let watchCalls: { fromVersion: number; afterSeq: number; at: number }[] = [];
 let server: grpc.Server;
 let address = "";
 
@@ -35,6 +48,28 @@ function unavailable(): grpc.ServiceError {
     details: "the game store failed; retrying with the same request_id is safe",
     metadata: new grpc.Metadata(),
   });
+}
+
+/** How the referee ends a WatchGame stream as it stops: UNAVAILABLE, ErrorInfo reason
+ * SHUTTING_DOWN, metadata after_seq. */
+function shuttingDown(afterSeq: number): grpc.ServiceError {
+  const root = googleProtoFiles.loadSync(googleProtoFiles.getProtoPath("rpc", "status.proto"));
+  root.loadSync(googleProtoFiles.getProtoPath("rpc", "error_details.proto"));
+  const ErrorInfo = root.lookupType("google.rpc.ErrorInfo");
+  const Status = root.lookupType("google.rpc.Status");
+  const info = { reason: "SHUTTING_DOWN", metadata: { after_seq: String(afterSeq), version: "9" } };
+  const details = [
+    {
+      type_url: "type.googleapis.com/google.rpc.ErrorInfo",
+      value: ErrorInfo.encode(ErrorInfo.fromObject(info)).finish(),
+    },
+  ];
+  const code = grpc.status.UNAVAILABLE;
+  const message = "the server is shutting down";
+  const status = Status.encode(Status.fromObject({ code, message, details })).finish();
+  const metadata = new grpc.Metadata();
+  metadata.set("grpc-status-details-bin", Buffer.from(status));
+  return Object.assign(new Error(message), { code, details: message, metadata });
 }
 
 before(async () => {
@@ -63,6 +98,16 @@ before(async () => {
       counts.creations += 1;
       callback(unavailable());
     },
+    WatchGame(
+      call: grpc.ServerWritableStream<{ fromVersion: number; afterSeq: number }, WatchGameResponse>,
+    ) {
+      const { fromVersion, afterSeq } = call.request;
+      watchCalls.push({ fromVersion, afterSeq, at: Date.now() });
+      const { send, end } = watchScript.shift() ?? { send: [], end: unavailable() };
+      for (const message of send) call.write(message);
+      if (end) call.emit("error", end);
+      else call.end();
+    },
   });
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, bound) =>
@@ -80,6 +125,28 @@ function reset(failures: number): void {
   counts.submissions = [];
   counts.creations = 0;
   failuresLeft = failures;
+}
+
+function event(seq: number): WatchGameResponse {
+  return { event: { seq, version: seq, kind: "call", audience: "everyone", dataJson: "{}" } };
+}
+
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not settled within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** How a watch ends: the error it throws, or "done". */
+async function ending(stream: WatchStream, items: WatchItem[] = []): Promise<unknown> {
+  try {
+    for await (const item of stream) items.push(item);
+  } catch (error) {
+    return error;
+  }
+  return "done";
 }
 
 /** The status name of a submission that must fail; the client is closed afterwards. */
@@ -138,6 +205,110 @@ describe("retries", () => {
       assert.equal(counts.creations, 1);
     } finally {
       client.close();
+    }
+  });
+
+  test("a resumed watch opens again after metadata.after_seq, else the last event, else as asked", async () => {
+    watchCalls = [];
+    watchScript = [
+      { send: [], end: unavailable() }, // nothing received, no after_seq: as asked
+      { send: [], end: shuttingDown(0) }, // after_seq 0 (nothing sent): as asked
+      { send: [event(3), event(4)], end: shuttingDown(6) }, // 5 and 6 were not the caller's
+      { send: [], end: unavailable() }, // no after_seq: still after 6
+      { send: [{ snapshot: { version: 6, viewJson: "{}" } }], end: unavailable() }, // no seq
+      { send: [event(7)], end: unavailable() }, // the last event received
+      { send: [] }, // the game is over
+    ];
+    // Whether each call waits for the server (gRPC's wait-for-ready): only the re-opened ones.
+    const waitForReady: boolean[] = [];
+    const spy: grpc.Interceptor = (options, nextCall) =>
+      new grpc.InterceptingCall(nextCall(options), {
+        start: (metadata, listener, next) => {
+          waitForReady.push(metadata.getOptions().waitForReady ?? false);
+          next(metadata, listener);
+        },
+      });
+    const client = new RefereeClient(address, { channelOptions: { interceptors: [spy] } });
+    try {
+      const items: WatchItem[] = [];
+      const end = await ending(client.session("g", "t").watch(5, 2, { resume: true }), items);
+      assert.equal(end, "done");
+      assert.deepEqual(
+        items.map((item) => (item.type === "event" ? item.event.seq : item.type)),
+        [3, 4, "snapshot", 7],
+      );
+      assert.deepEqual(
+        watchCalls.map((call) => [call.fromVersion, call.afterSeq]),
+        [[5, 2], [5, 2], [5, 2], [5, 6], [5, 6], [5, 6], [5, 7]],
+      );
+      assert.deepEqual(waitForReady, [false, true, true, true, true, true, true]);
+      // 50 ms, doubling while nothing arrives, back to 50 ms once something does: 50, 100, 50,
+      // 100, 50, 50 (without the reset the fifth would be 800).
+      const waits = watchCalls.slice(1).map((call, i) => call.at - watchCalls[i]!.at);
+      assert.ok(waits.every((ms) => ms >= 45), `${waits}`);
+      assert.ok(waits[1]! >= 95 && waits[3]! >= 95, `${waits}`);
+      assert.ok(waits[4]! < 400, `${waits}`);
+    } finally {
+      client.close();
+    }
+  });
+
+  test("a resumed watch leaves out what fromVersion excludes (sent when afterSeq is 0 only)", async () => {
+    watchCalls = [];
+    watchScript = [
+      { send: [], end: shuttingDown(4) }, // events up to 4 handled, none after version 5
+      { send: [event(5), event(6)] }, // the server no longer filters by version
+    ];
+    const client = new RefereeClient(address);
+    try {
+      const items: WatchItem[] = [];
+      const end = await ending(client.session("g", "t").watch(5, 0, { resume: true }), items);
+      assert.equal(end, "done");
+      assert.deepEqual(
+        items.map((item) => item.type === "event" && item.event.version),
+        [6],
+      );
+      assert.deepEqual(
+        watchCalls.map((call) => [call.fromVersion, call.afterSeq]),
+        [[5, 0], [5, 4]],
+      );
+    } finally {
+      client.close();
+    }
+  });
+
+  test("a resumed watch stops at once while it waits to open again (backoff, or the server)", async () => {
+    watchScript = []; // every WatchGame fails: 50, 100, ... 800 ms, then 1 600 ms until 3 150 ms
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const bound = probe.address();
+        probe.close(() => resolve(typeof bound === "object" && bound !== null ? bound.port : 0));
+      });
+    });
+    const up = new RefereeClient(address);
+    const down = new RefereeClient(`127.0.0.1:${port}`); // waits for a server that never comes
+    try {
+      // On each client, one watch to abort and one to return().
+      const controller = new AbortController();
+      const aborted = [up, down].map((client) =>
+        ending(client.session("g", "t").watch(0, 0, { resume: true, signal: controller.signal })),
+      );
+      const returned = [up, down].map((client) =>
+        client.session("g", "t").watch(0, 0, { resume: true }),
+      );
+      const pending = returned.map((stream) => stream.next());
+      await sleep(1_700);
+      controller.abort();
+      for (const stream of returned) await within(stream.return(undefined), 500, "return()");
+      for (const next of pending) assert.deepEqual(await next, { done: true, value: undefined });
+      for (const ended of aborted) {
+        const error = await within(ended, 500, "the aborted watch");
+        assert.ok(error instanceof RefereeError, String(error));
+        assert.equal(error.codeName, "CANCELLED");
+      }
+    } finally {
+      up.close();
+      down.close();
     }
   });
 

@@ -20,6 +20,9 @@ export interface RunningServer {
   address: string;
   /** Whether this harness started the server (false for REFEREE_ADDRESS). */
   started: boolean;
+  /** Stops the server gracefully (SIGTERM) and starts it again on the same port and database
+   * (a server this harness started only). */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -71,7 +74,14 @@ function serveCommand(): string[] {
 
 export async function startServer(): Promise<RunningServer> {
   const external = process.env["REFEREE_ADDRESS"];
-  if (external) return { address: external, started: false, stop: async () => undefined };
+  if (external) {
+    return {
+      address: external,
+      started: false,
+      restart: () => Promise.reject(new Error("REFEREE_ADDRESS: the tests cannot restart it")),
+      stop: async () => undefined,
+    };
+  }
 
   const [command, ...prefix] = serveCommand();
   if (command === undefined || (path.isAbsolute(command) && !existsSync(command))) {
@@ -99,6 +109,34 @@ export async function startServer(): Promise<RunningServer> {
     "--refusal-burst",
     String(REFUSAL_BURST),
   ];
+  let terminate: () => Promise<void>;
+  try {
+    terminate = await launch(command, args, address);
+  } catch (error) {
+    rmSync(folder, { recursive: true, force: true });
+    throw error;
+  }
+  return {
+    address,
+    started: true,
+    restart: async () => {
+      await terminate();
+      terminate = await launch(command, args, address);
+    },
+    stop: async () => {
+      await terminate();
+      rmSync(folder, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Starts `command args` and resolves, once it serves at `address`, to what stops it (SIGTERM,
+ * SIGKILL after 10 s) and waits for its exit. */
+async function launch(
+  command: string,
+  args: string[],
+  address: string,
+): Promise<() => Promise<void>> {
   const child: ChildProcess = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   const keep = (chunk: Buffer) => {
@@ -126,7 +164,6 @@ export async function startServer(): Promise<RunningServer> {
       await exit;
       clearTimeout(killer);
     }
-    rmSync(folder, { recursive: true, force: true });
   };
 
   const deadline = Date.now() + 60_000;
@@ -137,5 +174,5 @@ export async function startServer(): Promise<RunningServer> {
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  return { address, started: true, stop };
+  return stop;
 }
