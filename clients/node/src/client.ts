@@ -346,6 +346,26 @@ export interface ClientOptions {
   /** Retry the safe calls on UNAVAILABLE (SERVICE_CONFIG_FILE; default true). A
    * `grpc.service_config` in `channelOptions` takes precedence. */
   retries?: boolean;
+  /** While a call is open on a connection silent this long, ping the server, and drop the
+   * connection when no answer comes within 10 s (or this, if shorter): a watch over a
+   * connection whose server or network is gone without closing it would otherwise wait for
+   * ever (with `resume` it then resumes). Default 30 000; 0: no pings. The server accepts a
+   * ping every 10 s. Keepalive options in `channelOptions` take precedence. */
+  keepaliveMs?: number;
+}
+
+/** `ClientOptions.keepaliveMs`'s default and the longest wait for a ping's answer. */
+export const KEEPALIVE_MS = 30_000;
+const KEEPALIVE_TIMEOUT_MS = 10_000;
+
+/** grpc-js channel options for pinging every `ms` while calls are open (none for 0). */
+export function keepaliveOptions(ms: number): grpc.ChannelOptions {
+  if (ms <= 0) return {};
+  return {
+    "grpc.keepalive_time_ms": ms,
+    "grpc.keepalive_timeout_ms": Math.min(ms, KEEPALIVE_TIMEOUT_MS),
+    "grpc.keepalive_permit_without_calls": 0,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -591,6 +611,7 @@ export class RefereeClient {
     const v1 = proto.pinochle.referee.v1;
     const channelOptions: grpc.ChannelOptions = {
       ...(options.retries === false ? {} : { "grpc.service_config": serviceConfig(protosDir) }),
+      ...keepaliveOptions(options.keepaliveMs ?? KEEPALIVE_MS),
       ...options.channelOptions,
     };
     this.referee = new v1.RefereeService(target, credentials, channelOptions);

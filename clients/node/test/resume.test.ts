@@ -10,14 +10,13 @@ import {
   RefereeClient,
   RefereeError,
   Rng,
-  choose,
-  pick,
   type SeatSession,
   type Session,
   type WatchItem,
   type WatchStream,
 } from "../src/index";
 import { startServer, type RunningServer } from "./server";
+import { act, backlog, lastVersion, until } from "./watching";
 
 let server: RunningServer;
 let client: RefereeClient;
@@ -47,20 +46,6 @@ async function newGame(seed: string): Promise<{ seats: SeatSession[]; spectator:
   };
 }
 
-/** `count` actions by the bots, each by the seat whose turn it is; the game's version after. */
-async function act(seats: SeatSession[], rng: Rng, count: number): Promise<number> {
-  let version = 0;
-  for (let n = 0; n < count; n++) {
-    for (const seat of seats) {
-      const entries = await seat.legalActions();
-      if (entries.length === 0) continue;
-      version = (await seat.submit(choose(pick(entries, rng), rng))).version;
-      break;
-    }
-  }
-  return version;
-}
-
 /** Reads `stream` into `items` in the background; resolves to the error that ended it, if any. */
 async function follow(stream: WatchStream, items: WatchItem[]): Promise<RefereeError | undefined> {
   try {
@@ -70,33 +55,6 @@ async function follow(stream: WatchStream, items: WatchItem[]): Promise<RefereeE
     return error;
   }
   return undefined;
-}
-
-/** What `stream` yields until it is quiet for `quietMs` (the events already committed). */
-async function backlog(stream: WatchStream, quietMs = 500): Promise<WatchItem[]> {
-  const items: WatchItem[] = [];
-  try {
-    for (;;) {
-      const next = await Promise.race([stream.next(), sleep(quietMs, null)]);
-      if (next === null || next.done) return items;
-      items.push(next.value);
-    }
-  } finally {
-    await stream.return(undefined);
-  }
-}
-
-async function until(condition: () => boolean, what: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!condition()) {
-    assert.ok(Date.now() < deadline, `${what}: not within ${ms} ms`);
-    await sleep(20);
-  }
-}
-
-function lastVersion(items: WatchItem[]): number | undefined {
-  const last = items.at(-1);
-  return last?.type === "event" ? last.event.version : undefined;
 }
 
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
