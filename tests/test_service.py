@@ -39,7 +39,7 @@ from referee.service import servicers as servicers_module
 from referee.service.convert import dict_to_struct
 from referee.service.errors import ServiceError
 from referee.service.games import GameManager
-from referee.service.server import Settings, configure_logging, start_server
+from referee.service.server import SERVICE_NAMES, Settings, configure_logging, start_server
 from referee.store.base import GameRecord, GameStore, LogRow, StoreError
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import (
@@ -1387,6 +1387,34 @@ async def test_health_watch_turns_not_serving_on_shutdown(tmp_path: Path) -> Non
         second = await asyncio.wait_for(watch.read(), 5)
         assert second.status == health_pb2.HealthCheckResponse.NOT_SERVING
         await stopping
+
+
+async def test_readiness_follows_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replica cut off from its database answered every game call UNAVAILABLE while its
+    health said SERVING, so balancers and the readiness probe (both ask for RefereeService)
+    kept sending it traffic. Now RefereeService goes NOT_SERVING while the store cannot be
+    read and SERVING once it can; the server as a whole (the liveness probe's "") and the
+    stateless RulesService stay SERVING, since a restart would not bring the database back."""
+    quiet_logs()
+    async with serving(tmp_path, store_check_seconds=0.05) as srv:
+        stub = health_stub(srv.client.channel)
+        referee, rules = SERVICE_NAMES
+        watch = stub.Watch(health_pb2.HealthCheckRequest(service=referee))
+        serving_status = health_pb2.HealthCheckResponse.SERVING
+        assert (await watch.read()).status == serving_status
+
+        async def unreachable() -> None:
+            raise StoreError("read failed: connection refused")
+
+        monkeypatch.setattr(srv.running.store, "ping", unreachable)
+        changed = await asyncio.wait_for(watch.read(), 10)
+        assert changed.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", rules):
+            answer = await stub.Check(health_pb2.HealthCheckRequest(service=name))
+            assert answer.status == serving_status, name
+        monkeypatch.undo()
+        assert (await asyncio.wait_for(watch.read(), 10)).status == serving_status
+        watch.cancel()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -740,6 +740,19 @@ async def test_close_finishes_queued_writes(backend: Backend) -> None:
         await reopened.close()
 
 
+async def test_ping_reads_the_database_and_fails_once_it_cannot(backend: Backend) -> None:
+    """Readiness (server.follow_store_health) asks ``ping``: quiet while the store can be read,
+    StoreError once it cannot (here: closed)."""
+    store = backend.make()
+    await store.open()
+    await store.ping()  # an empty database
+    await new_game(store)
+    await store.ping()
+    await store.close()
+    with pytest.raises(StoreError):
+        await store.ping()
+
+
 async def test_a_cancelled_caller_does_not_withdraw_its_write(store: GameStore) -> None:
     await new_game(store)
     task = asyncio.ensure_future(store.commit(make_commit("g1", 0, "cancelled")))

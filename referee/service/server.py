@@ -48,6 +48,8 @@ from referee.service.servicers import RefereeServicer, RulesServicer
 from referee.store.base import GameStore, StoreError
 
 ENV_PREFIX = "PINOCHLE_REFEREE_"
+# follow_store_health: a store read that takes longer counts as unreachable.
+STORE_CHECK_TIMEOUT_SECONDS = 5.0
 # Calls received and not yet started: enough for every watcher of a full server to reconnect
 # at once (--max-watchers' default).
 MAX_PENDING_CALLS = 10_000
@@ -94,6 +96,9 @@ class Settings:
     # How often idle games leave memory and referee_games_active is recounted from the store
     # (GameManager.keep_house). Not a flag: tests shorten it.
     housekeeping_seconds: float = 15.0
+    # How often readiness asks the store whether it can be read (follow_store_health). Not a
+    # flag: tests shorten it.
+    store_check_seconds: float = 5.0
     # How often clients may ping (keepalive_options). Not a flag: tests shorten it.
     client_ping_seconds: float = CLIENT_PING_SECONDS
 
@@ -938,8 +943,49 @@ async def _serve_on(
     background = [
         asyncio.create_task(games.follow_changes(), name="follow-store-changes"),
         asyncio.create_task(games.keep_house(settings.housekeeping_seconds), name="keep-house"),
+        asyncio.create_task(
+            follow_store_health(store, health_servicer, settings.store_check_seconds),
+            name="follow-store-health",
+        ),
     ]
     return Running(server, port, health_servicer, store, games, background)
+
+
+async def follow_store_health(
+    store: GameStore, health_servicer: health.aio.HealthServicer, every: float
+) -> None:
+    """Readiness follows the store: RefereeService is NOT_SERVING while the store cannot be
+    read, SERVING again once it can (checked every ``every`` seconds, until cancelled).
+
+    A replica cut off from the shared PostgreSQL database answered every game call
+    UNAVAILABLE while its health said SERVING, so balancers and Kubernetes' readiness probe
+    (both ask for RefereeService) kept sending it traffic the other replicas could serve.
+    The server as a whole ("", the liveness probe's) and the stateless RulesService stay
+    SERVING: restarting the process would not bring the database back. After a graceful
+    shutdown has begun, the health servicer ignores these changes.
+    """
+    log = structlog.get_logger("referee.store")
+    service = SERVICE_NAMES[0]  # RefereeService
+    reachable = True
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await asyncio.wait_for(store.ping(), timeout=max(every, STORE_CHECK_TIMEOUT_SECONDS))
+        except (StoreError, TimeoutError) as error:
+            if reachable:
+                reachable = False
+                await health_servicer.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+                log.warning(
+                    "store_unreachable",
+                    service=service,
+                    health="NOT_SERVING",
+                    error=str(error) or "no answer in time",
+                )
+            continue
+        if not reachable:
+            reachable = True
+            await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+            log.info("store_reachable", service=service, health="SERVING")
 
 
 def tune_gc() -> None:

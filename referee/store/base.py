@@ -258,6 +258,9 @@ class GameStore(Protocol):
     async def list_games(self, active_only: bool = False) -> list[str]:
         """Ids of stored games (active: not over)."""
 
+    async def ping(self) -> None:
+        """Read the database once, cheaply; StoreError when it cannot be reached (readiness)."""
+
     async def count_active_games(
         self, active_since: float | None = None, excluding: Collection[str] = ()
     ) -> int:

@@ -657,6 +657,12 @@ class PostgresStore:
 
         return await self._read(query)
 
+    async def ping(self) -> None:
+        async def query(conn: Connection) -> None:
+            await conn.execute("SELECT 1")
+
+        await self._read(query)
+
     async def count_active_games(
         self, active_since: float | None = None, excluding: Collection[str] = ()
     ) -> int:

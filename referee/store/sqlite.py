@@ -867,6 +867,12 @@ class SqliteStore:
 
         return await self._read(query)
 
+    async def ping(self) -> None:
+        def query(conn: sqlite3.Connection) -> None:
+            conn.execute("SELECT 1 FROM games LIMIT 1").fetchall()  # reads the file
+
+        await self._read(query)
+
     async def count_active_games(
         self, active_since: float | None = None, excluding: Collection[str] = ()
     ) -> int:
