@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 from pinochle_client import RefereeClient
 from pinochle_client.client import SERVICE_CONFIG
 
@@ -149,3 +150,21 @@ def test_the_service_config_retries_only_safe_calls() -> None:
     streams = {m.name for m in service.methods if m.server_streaming}
     assert streams == {"WatchGame", "AuditRecords"} and not streams & referee
     assert "CreateGame" not in referee
+
+
+@pytest.mark.parametrize("retries", [True, False])
+async def test_the_client_spreads_calls_over_every_address_of_its_target(
+    tmp_path: Path, retries: bool
+) -> None:
+    """The service config asks for round_robin: a target that resolves to several replicas (the
+    Kubernetes headless Service, ``dns:///...``) gets a connection to each and its calls
+    spread over them. gRPC's default, pick_first, sent every call to the first address. Here
+    the two addresses are two servers with databases of their own, so where each game was
+    created shows where its call went."""
+    async with serving(tmp_path / "a") as first, serving(tmp_path / "b") as second:
+        target = f"ipv4:127.0.0.1:{first.running.port},127.0.0.1:{second.running.port}"
+        async with RefereeClient(target, retries=retries) as client:
+            for index in range(12):
+                await client.create_game("partnership", seed=f"spread-{index}")
+        counts = [len(await srv.running.store.list_games()) for srv in (first, second)]
+        assert sum(counts) == 12 and min(counts) >= 3, counts

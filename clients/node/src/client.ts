@@ -400,9 +400,13 @@ function defaultProtosDir(): string {
 
 const loaded = new Map<string, ProtoGrpcType>();
 
-/** The service config (JSON text) beside the protos in `protosDir`. */
-export function serviceConfig(protosDir: string): string {
-  return readFileSync(path.join(protosDir, SERVICE_CONFIG_FILE), "utf8");
+/** The service config (JSON text) beside the protos in `protosDir`; without `retries`, only
+ * its load balancing (round_robin over every address the target resolves to). */
+export function serviceConfig(protosDir: string, retries = true): string {
+  const text = readFileSync(path.join(protosDir, SERVICE_CONFIG_FILE), "utf8");
+  if (retries) return text;
+  const { loadBalancingConfig } = JSON.parse(text) as { loadBalancingConfig: unknown };
+  return JSON.stringify({ loadBalancingConfig });
 }
 
 function loadProto(protosDir: string): ProtoGrpcType {
@@ -610,7 +614,7 @@ export class RefereeClient {
     const credentials = options.credentials ?? grpc.credentials.createInsecure();
     const v1 = proto.pinochle.referee.v1;
     const channelOptions: grpc.ChannelOptions = {
-      ...(options.retries === false ? {} : { "grpc.service_config": serviceConfig(protosDir) }),
+      "grpc.service_config": serviceConfig(protosDir, options.retries !== false),
       ...keepaliveOptions(options.keepaliveMs ?? KEEPALIVE_MS),
       ...options.channelOptions,
     };

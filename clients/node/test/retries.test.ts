@@ -316,4 +316,14 @@ describe("retries", () => {
     const repository = path.resolve(__dirname, "..", "..", "..", "..", "protos", SERVICE_CONFIG_FILE);
     assert.equal(serviceConfig(BUNDLED_PROTOS_DIR), readFileSync(repository, "utf8"));
   });
+
+  test("calls are balanced round robin, with or without retries", () => {
+    const roundRobin = [{ round_robin: {} }];
+    const full = JSON.parse(serviceConfig(BUNDLED_PROTOS_DIR));
+    assert.deepEqual(full.loadBalancingConfig, roundRobin);
+    assert.ok(full.methodConfig.length > 0);
+    assert.deepEqual(JSON.parse(serviceConfig(BUNDLED_PROTOS_DIR, false)), {
+      loadBalancingConfig: roundRobin,
+    });
+  });
 });

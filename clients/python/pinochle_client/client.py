@@ -124,6 +124,12 @@ class HandScore:
 # when its store failed ("retrying with the same request_id is safe") and what a restarting
 # server needs. CreateGame, which has no request id, and the streams are never retried.
 SERVICE_CONFIG = Path(pb.__file__).with_name("referee_grpc_service_config.json").read_text("utf-8")
+# The same file's load balancing alone (``retries=False``): round_robin over every address the
+# target resolves to (a Kubernetes headless Service), where gRPC's default sends every call to
+# the first.
+BALANCING_CONFIG = json.dumps(
+    {"loadBalancingConfig": json.loads(SERVICE_CONFIG)["loadBalancingConfig"]}
+)
 # While a call is open on a connection silent this long, the client pings the server, and
 # drops the connection when no answer comes within KEEPALIVE_TIMEOUT_SECONDS: a watch over a
 # connection whose server or network is gone without closing it would otherwise wait for ever
@@ -170,9 +176,9 @@ class RefereeClient:
         keepalive_seconds: float | None = KEEPALIVE_SECONDS,
     ) -> None:
         if channel is None:
-            options: list[tuple[str, str | int]] = (
-                [("grpc.service_config", SERVICE_CONFIG)] if retries else []
-            )
+            options: list[tuple[str, str | int]] = [
+                ("grpc.service_config", SERVICE_CONFIG if retries else BALANCING_CONFIG)
+            ]
             if keepalive_seconds is not None:
                 options += keepalive_options(keepalive_seconds)
             channel = (
