@@ -257,6 +257,17 @@ class Table:
         self.spectator = self.client.session(self.game_id, self.spectator_token)
         self.adjudicator = self.client.session(self.game_id, self.adjudicator_token)
 
+    def through(self, client: RefereeClient) -> Table:
+        """The same game and tokens, called through ``client`` (another server or replica, or
+        the same server restarted)."""
+        return Table(
+            client,
+            self.game_id,
+            self.seat_tokens,
+            self.spectator_token,
+            self.adjudicator_token,
+        )
+
     @property
     def adj(self) -> Session:
         assert self.adjudicator is not None

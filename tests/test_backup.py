@@ -71,13 +71,7 @@ async def test_a_backup_under_load_holds_every_action_acknowledged_before_it(
     assert sorted(path.name for path in copy.parent.iterdir()) == ["copy.db"]  # no -wal, .partial
     async with serving(tmp_path / "restored", db=str(copy)) as restored:
         for index, table in enumerate(tables):
-            again = Table(
-                restored.client,
-                table.game_id,
-                table.seat_tokens,
-                table.spectator_token,
-                table.adjudicator_token,
-            )
+            again = table.through(restored.client)
             version = (await again.adj.view())["version"]
             assert before[table.game_id] <= version <= last[table.game_id], (before, last)
             assert await again.adj.verify_audit_log()

@@ -128,13 +128,7 @@ class Replica:
 
     def table(self, other: Table) -> Table:
         """The same game (and tokens) as ``other``, through this replica."""
-        return Table(
-            self.client,
-            other.game_id,
-            other.seat_tokens,
-            other.spectator_token,
-            other.adjudicator_token,
-        )
+        return other.through(self.client)
 
 
 @contextlib.asynccontextmanager

@@ -206,14 +206,7 @@ async def test_sigkill_under_load_loses_no_acknowledged_action(tmp_path: Path) -
         await server.wait_serving()
         async with RefereeClient(server.address) as client:
             for index, player in enumerate(players):
-                old = player.table
-                table = Table(
-                    client,
-                    old.game_id,
-                    old.seat_tokens,
-                    old.spectator_token,
-                    old.adjudicator_token,
-                )
+                table = player.table.through(client)
                 # Every acknowledged action is there, at its version, for its seat.
                 response = await client.referee.GetGame(
                     pb.GetGameRequest(game_id=table.game_id), metadata=bearer(ADJUDICATOR_TOKEN)

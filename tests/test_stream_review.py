@@ -326,13 +326,7 @@ async def test_resuming_across_a_server_restart(tmp_path: Path) -> None:
         before = await until_idle(table.seats[1].watch(0))
         assert before[-1]["event"]["version"] == version
     async with serving(tmp_path) as srv:
-        again = Table(
-            srv.client,
-            table.game_id,
-            table.seat_tokens,
-            table.spectator_token,
-            table.adjudicator_token,
-        )
+        again = table.through(srv.client)
         for _ in range(5):
             await step_once(again, rng)
         after = await until_idle(again.seats[1].watch(version))
@@ -746,13 +740,7 @@ async def test_a_shutdown_ends_every_watch_at_once_and_each_resumes_exactly(
             assert cursors[name] >= seqs(received[name])[-1]
         assert cursors["seat 0"] == cursors["spectator"]  # every event was handled, shown or not
     async with serving(tmp_path) as srv:
-        again = Table(
-            srv.client,
-            table.game_id,
-            table.seat_tokens,
-            table.spectator_token,
-            table.adjudicator_token,
-        )
+        again = table.through(srv.client)
         for _ in range(4):
             await step_once(again, rng)
         for name, session in _sessions(again).items():
@@ -816,13 +804,10 @@ async def test_a_resuming_watch_follows_its_game_across_a_restart(tmp_path: Path
         assert [watch.done() for watch in watches] == [False, False]  # waiting for the server
         assert later == []
         async with serving(tmp_path, port=port) as srv:
-            again = Table(
-                srv.client,
-                table.game_id,
-                table.seat_tokens,
-                table.spectator_token,
-                table.adjudicator_token,
-            )
+            # Channels to one address share gRPC's connection to it, which the waiting watch
+            # left in reconnect backoff: a call now would fail fast, before it reconnects.
+            await asyncio.wait_for(srv.client.channel.channel_ready(), 30)
+            again = table.through(srv.client)
             for _ in range(6):
                 version = await step_once(again, rng)
             await _until_version(whole, version)
@@ -857,6 +842,7 @@ async def test_a_resuming_watch_survives_a_killed_server(tmp_path: Path) -> None
         assert not watch.done()
         with running(db, port, log) as server:
             await server.wait_serving()
+            await asyncio.wait_for(client.channel.channel_ready(), 30)  # out of its backoff
             for _ in range(3):
                 version = await step_once(table, rng)
             await _until_version(items, version)
