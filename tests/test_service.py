@@ -1409,11 +1409,13 @@ async def test_readiness_follows_the_store(tmp_path: Path, monkeypatch: pytest.M
         monkeypatch.setattr(srv.running.store, "ping", unreachable)
         changed = await asyncio.wait_for(watch.read(), 10)
         assert changed.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert REGISTRY.get_sample_value("referee_store_reachable") == 0
         for name in ("", rules):
             answer = await stub.Check(health_pb2.HealthCheckRequest(service=name))
             assert answer.status == serving_status, name
         monkeypatch.undo()
         assert (await asyncio.wait_for(watch.read(), 10)).status == serving_status
+        assert REGISTRY.get_sample_value("referee_store_reachable") == 1
         watch.cancel()
 
 

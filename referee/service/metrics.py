@@ -38,6 +38,12 @@ WATCHERS_ACTIVE = Gauge(
     "referee_watchers_active",
     "WatchGame streams open on this server (at most --max-watchers).",
 )
+STORE_REACHABLE = Gauge(
+    "referee_store_reachable",
+    "1 while the store answers the readiness check (a read every 5 s), 0 while it does not"
+    " (RefereeService's health is then NOT_SERVING).",
+)
+STORE_REACHABLE.set(1)
 STORE_COMMIT_SECONDS = Histogram(
     "referee_store_commit_seconds",
     "Time from handing an action to the store until its transaction committed.",

@@ -972,6 +972,7 @@ async def follow_store_health(
         try:
             await asyncio.wait_for(store.ping(), timeout=max(every, STORE_CHECK_TIMEOUT_SECONDS))
         except (StoreError, TimeoutError) as error:
+            metrics.STORE_REACHABLE.set(0)
             if reachable:
                 reachable = False
                 await health_servicer.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -982,6 +983,7 @@ async def follow_store_health(
                     error=str(error) or "no answer in time",
                 )
             continue
+        metrics.STORE_REACHABLE.set(1)
         if not reachable:
             reachable = True
             await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
