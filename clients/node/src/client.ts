@@ -615,6 +615,10 @@ export class RefereeClient {
     const v1 = proto.pinochle.referee.v1;
     const channelOptions: grpc.ChannelOptions = {
       "grpc.service_config": serviceConfig(protosDir, options.retries !== false),
+      // Connections of their own: shared between a process's channels to one address (grpc's
+      // default), round_robin's reconnections left a new client made just after a server's
+      // restart drawing one in reconnect backoff (the Python client failed at once so).
+      "grpc.use_local_subchannel_pool": 1,
       ...keepaliveOptions(options.keepaliveMs ?? KEEPALIVE_MS),
       ...options.channelOptions,
     };

@@ -177,7 +177,12 @@ class RefereeClient:
     ) -> None:
         if channel is None:
             options: list[tuple[str, str | int]] = [
-                ("grpc.service_config", SERVICE_CONFIG if retries else BALANCING_CONFIG)
+                ("grpc.service_config", SERVICE_CONFIG if retries else BALANCING_CONFIG),
+                # gRPC shares connections between a process's channels to one address, and
+                # round_robin reconnects them as soon as they drop: a client made just after
+                # a server's restart drew a connection in reconnect backoff and failed at once
+                # (test_a_stop_signal_reports_not_serving_then_exits_cleanly, 2 runs in 3).
+                ("grpc.use_local_subchannel_pool", 1),
             ]
             if keepalive_seconds is not None:
                 options += keepalive_options(keepalive_seconds)
