@@ -294,6 +294,8 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
     assert _serve_settings("--max-pending-calls", "20").max_pending_calls == 20
     assert _serve_settings("--keepalive-seconds", "2.5").keepalive_seconds == 2.5
     assert Settings().keepalive_seconds == 60.0
+    kept = _serve_settings("--keep-responses-seconds", "3600").keep_responses_seconds
+    assert (kept, Settings().keep_responses_seconds) == (3600, 86_400)
     aged = _serve_settings("--max-connection-age-seconds", "600")
     assert (aged.max_connection_age_seconds, Settings().max_connection_age_seconds) == (600, 0)
     assert (Settings().watch_window, Settings().max_watchers) == (512, 10_000)
@@ -317,6 +319,7 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
         ("MAX_WATCHERS", "none", "--max-watchers", "50"),
         ("MAX_PENDING_CALLS", "0", "--max-pending-calls", "100"),
         ("KEEPALIVE_SECONDS", "0.5", "--keepalive-seconds", "30"),
+        ("KEEP_RESPONSES_SECONDS", "-1", "--keep-responses-seconds", "60"),
         # argparse checks choices only on the command line: a variable's value passed unseen.
         ("LOG_FORMAT", "xml", "--log-format", "json"),
     ],

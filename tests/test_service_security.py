@@ -32,6 +32,7 @@ from pinochle_client import RefereeClient, RefereeError, Session
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee import cli
 from referee.service import auth
+from referee.service.games import KEEP_RESPONSES
 from referee.service.server import add_arguments, settings_from
 from referee.store.base import AuditRow
 from tests.service_helpers import (
@@ -40,6 +41,7 @@ from tests.service_helpers import (
     VARIANTS,
     Served,
     Table,
+    actor,
     bearer,
     health_stub,
     new_table,
@@ -768,6 +770,50 @@ async def test_retry_with_the_same_request_id_is_applied_once(srv: Served) -> No
         ("retry-3", 3),
     ]
     assert (await table.adj.view())["version"] == 3
+
+
+async def test_a_finished_games_stored_responses_are_forgotten_a_day_after_it_ends(
+    tmp_path: Path,
+) -> None:
+    """--keep-responses-seconds (a day): the stored responses were about three quarters of what
+    a game stored, kept for ever. A finished game's are now deleted a day after its last
+    action: a retry until then gets its stored answer, one after that is answered as a new
+    request (ABORTED, the game has moved on). A game in progress keeps all of its responses.
+    The manager's wall clock is moved by hand; housekeeping runs every 0.05 s."""
+    async with serving(tmp_path, housekeeping_seconds=0.05) as srv:
+        now = [1_900_000_000.0]
+        srv.running.games.clock = lambda: now[0]
+        playing = await new_table(srv.client, "partnership", seed="forget-playing")
+        opening = pb.SubmitActionRequest(
+            game_id=playing.game_id,
+            action=raw_action({"type": "bid", "amount": 250}),
+            expected_version=0,
+            request_id="open",
+        )
+        opened = await srv.referee.SubmitAction(opening, metadata=bearer(playing.seat_tokens[1]))
+        table = await new_table(srv.client, "partnership", SHORT_GAME["partnership"], seed="gone")
+        rng = random.Random(8)
+        while (found := await actor(table)) is not None:
+            seat, entries = found
+            version = (await table.adj.view())["version"]
+            last = pb.SubmitActionRequest(
+                game_id=table.game_id,
+                action=raw_action(pick(entries, rng)),
+                expected_version=version,
+                request_id=f"r{version}",
+            )
+            metadata = bearer(table.seat_tokens[seat])
+            answer = await srv.referee.SubmitAction(last, metadata=metadata)
+        assert await srv.referee.SubmitAction(last, metadata=metadata) == answer
+        now[0] += KEEP_RESPONSES + 1
+        key = f"{seat}:{last.request_id}"
+        async with asyncio.timeout(20):  # the next housekeeping pass
+            while await srv.running.store.stored_response(table.game_id, key) is not None:
+                await asyncio.sleep(0.05)
+        error = await refused(srv.referee.SubmitAction(last, metadata=metadata))
+        assert (error.code, error.reason) == (grpc.StatusCode.ABORTED, "STALE_VERSION")
+        retried = await srv.referee.SubmitAction(opening, metadata=bearer(playing.seat_tokens[1]))
+        assert retried == opened
 
 
 async def test_a_request_id_is_per_seat(srv: Served) -> None:

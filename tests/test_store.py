@@ -740,6 +740,34 @@ async def test_close_finishes_queued_writes(backend: Backend) -> None:
         await reopened.close()
 
 
+async def test_finished_games_forget_their_responses_oldest_first(store: GameStore) -> None:
+    """forget_responses: the stored responses of games that ended before the time given, at
+    most ``limit`` games a call, the longest ended first; games in progress, or ended later,
+    keep theirs; the logs and audit logs stay whole. (A commit's audit time, the game's last
+    activity, is 1_700_000_100.5 + its version.)"""
+    for game_id in ("older", "old", "later", "playing"):
+        await new_game(store, game_id)
+    await store.commit(make_commit("older", 0, over=True))  # ended at ...101.5
+    await commit_many(store, "old", 1)
+    await store.commit(make_commit("old", 1, over=True))  # ended at ...102.5
+    await commit_many(store, "later", 4)
+    await store.commit(make_commit("later", 4, over=True))  # ended at ...105.5
+    await commit_many(store, "playing", 2)  # in progress, last active at ...102.5
+    cutoff = 1_700_000_103.0
+    assert await store.forget_responses(cutoff, limit=1) == 1
+    assert await store.stored_response("older", "older-r1") is None
+    assert await store.stored_response("old", "old-r1") == b"response old 1"
+    assert await store.forget_responses(cutoff) == 1
+    assert [await store.stored_response("old", f"old-r{v}") for v in (1, 2)] == [None, None]
+    assert await store.forget_responses(cutoff) == 0
+    assert await store.stored_response("later", "later-r5") == b"response later 5"
+    assert len(await store.load_log("old")) == 3
+    assert (await store.verify_audit_log("old")).intact
+    assert await store.forget_responses(1_700_000_200.0) == 1  # "later"; never "playing"
+    assert await store.stored_response("playing", "playing-r2") == b"response playing 2"
+    assert await store.forget_responses(1_700_000_200.0) == 0
+
+
 async def test_ping_reads_the_database_and_fails_once_it_cannot(backend: Backend) -> None:
     """Readiness (server.follow_store_health) asks ``ping``: quiet while the store can be read,
     StoreError once it cannot (here: closed)."""
@@ -1141,10 +1169,12 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
 
 
 def _downgrade_sqlite(path: Path, version: int, *statements: str) -> None:
-    """Make a current database look like one of schema ``version``: undo migration 3, then
-    run ``statements`` (the undoing of the migrations after ``version``)."""
+    """Make a current database look like one of schema ``version``: undo migrations 4 and 3,
+    then run ``statements`` (the undoing of the migrations after ``version``)."""
     conn = sqlite3.connect(path)
     try:
+        conn.execute("DROP INDEX games_ended_with_responses")
+        conn.execute("ALTER TABLE games DROP COLUMN responses_kept")
         conn.execute("DROP INDEX games_active_since")
         conn.execute("ALTER TABLE games DROP COLUMN last_active_at")
         for statement in statements:
@@ -1207,6 +1237,17 @@ async def test_sqlite_migrates_a_version_2_database(tmp_path: Path) -> None:
         await reopened.close()
 
 
+async def _downgrade_postgres_to_1(schema: str) -> None:
+    """Make a current schema look like schema 1: undo migrations 2 to 5."""
+    for statement in (
+        "DROP INDEX games_ended_with_responses",
+        "ALTER TABLE games DROP COLUMN responses_kept",
+        "ALTER TABLE games DROP COLUMN last_active_at",
+        "DELETE FROM schema_migrations WHERE version >= 2",
+    ):
+        await postgres_sql(schema, statement)
+
+
 async def test_postgres_migrates_a_version_1_schema(postgres_url: str) -> None:
     """Schema 1 had no games.last_active_at: opening fills it from the audit log."""
     with postgres_schema() as schema:
@@ -1214,8 +1255,7 @@ async def test_postgres_migrates_a_version_1_schema(postgres_url: str) -> None:
         await store.open()
         await _games_for_the_last_active_migration(store)
         await store.close()
-        await postgres_sql(schema, "ALTER TABLE games DROP COLUMN last_active_at")
-        await postgres_sql(schema, "DELETE FROM schema_migrations WHERE version >= 2")
+        await _downgrade_postgres_to_1(schema)
 
         reopened = PostgresStore(POSTGRES_URL, schema=schema)
         await reopened.open()
@@ -1243,8 +1283,7 @@ async def test_postgres_migration_runs_without_the_session_limits(
         await store.open()
         await _games_for_the_last_active_migration(store)
         await store.close()
-        await postgres_sql(schema, "ALTER TABLE games DROP COLUMN last_active_at")
-        await postgres_sql(schema, "DELETE FROM schema_migrations WHERE version >= 2")
+        await _downgrade_postgres_to_1(schema)
         probe = (
             "CREATE TABLE migration_limits AS SELECT"
             " current_setting('statement_timeout') AS statement_timeout,"

@@ -210,6 +210,8 @@ class ModelGame:
     log: list[LogRow]
     responses: dict[str, bytes] = field(default_factory=dict)
     audit: list[AuditRow] = field(default_factory=list)
+    responses_kept: bool = True  # until forget_responses takes the game
+    forgotten: set[str] = field(default_factory=set)  # request ids whose responses it deleted
 
     def last_seq(self) -> int:
         return self.log[-1].seq if self.log else 0
@@ -689,6 +691,26 @@ class StoreMachine(RuleBasedStateMachine):
         count = self.run(self.store.count_active_games(active_since=since, excluding=excluding))
         assert count == expected, f"count_active_games({since!r}, {excluding!r})"
 
+    @rule(before=times, limit=st.integers(min_value=1, max_value=3), data=st.data())
+    def forget_responses(self, before: float, limit: int, data: st.DataObject) -> None:
+        """The responses of at most ``limit`` games that ended before ``before``, the longest
+        ended first (ties by id, in code point order), each game once."""
+        finished = [g.record.last_active_at for g in self.model.games.values() if g.record.over]
+        if finished and bool(data.draw(st.booleans())):
+            # Exactly a finished game's last activity, to probe the boundary (strictly before).
+            before = data.draw(st.sampled_from(finished))
+        ended = sorted(
+            (game.record.last_active_at, game_id)
+            for game_id, game in self.model.games.items()
+            if game.record.over and game.responses_kept and game.record.last_active_at < before
+        )[:limit]
+        assert self.run(self.store.forget_responses(before, limit)) == len(ended)
+        for _, game_id in ended:
+            game = self.model.games[game_id]
+            game.forgotten |= set(game.responses)
+            game.responses.clear()
+            game.responses_kept = False
+
     # -- invariants -----------------------------------------------------------------------
 
     @invariant()
@@ -752,7 +774,8 @@ class StoreMachine(RuleBasedStateMachine):
         )
         checks += [
             equal(store.stored_response(game_id, request_id), None, f"{request_id!r}")
-            for request_id in [*others[:1], NEVER_STORED]
+            for request_id in [*others[:1], NEVER_STORED, *sorted(game.forgotten)[:2]]
+            if request_id not in game.responses
         ]
         await asyncio.gather(*checks)
 

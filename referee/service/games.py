@@ -115,6 +115,14 @@ IDLE_AFTER = 86_400.0
 # the streams already open are not touched. Our choice: issue 4 names no such limit.
 MAX_WATCHERS = 10_000
 
+# A finished game's stored responses (what a retried request_id is answered with) are deleted
+# this many seconds after its last accepted action. They are about three quarters of what a game
+# stores (about 1.7 KB per action, against 0.5 KB of log and audit rows), and a client retries
+# within seconds or minutes, not days. A retry that comes later is answered as a new request
+# would be (ABORTED: the game has moved on). Games in progress keep all of theirs. 0: keep them
+# for ever. Our choice, like the idempotency windows of payment APIs (README, "Running it").
+KEEP_RESPONSES = 86_400.0
+
 T = TypeVar("T")
 
 
@@ -196,6 +204,7 @@ class GameManager:
         idle_after: float = IDLE_AFTER,
         max_watchers: int = MAX_WATCHERS,
         watch_window: int = RECENT_EVENTS,
+        keep_responses: float = KEEP_RESPONSES,
     ) -> None:
         self.store = store
         self.server_adjudicator_hash = server_adjudicator_hash
@@ -208,6 +217,7 @@ class GameManager:
         self.idle_after = idle_after
         self.max_watchers = max_watchers
         self.watch_window = watch_window  # events kept in memory per game (RECENT_EVENTS)
+        self.keep_responses = keep_responses  # seconds after a game ends; 0: for ever
         self.watching = 0  # WatchGame streams open (referee_watchers_active)
         # Set by stop_watching when the server shuts down: every stream ends, resumable.
         self.stopping = False
@@ -575,6 +585,16 @@ class GameManager:
                 await self.recount_active_games()
             except Exception:
                 log.warning("active_games_recount_failed", exc_info=True)
+            if self.keep_responses:
+                try:
+                    forgotten = await self.store.forget_responses(
+                        self.clock() - self.keep_responses
+                    )
+                except Exception:
+                    log.warning("responses_forget_failed", exc_info=True)
+                else:
+                    if forgotten:
+                        log.info("responses_forgotten", games=forgotten)
 
     async def recount_active_games(self) -> None:
         """Set ``referee_games_active`` from the store's count of the games active now.

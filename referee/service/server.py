@@ -37,6 +37,7 @@ from referee.service.auth import token_hash
 from referee.service.errors import ServiceError, invalid
 from referee.service.games import (
     IDLE_AFTER,
+    KEEP_RESPONSES,
     MAX_WATCHERS,
     RECENT_EVENTS,
     REFUSAL_BURST,
@@ -85,6 +86,7 @@ class Settings:
     max_connection_age_seconds: float = 0.0  # 0: connections live as long as their clients like
     watch_window: int = RECENT_EVENTS  # events per game kept in memory for WatchGame
     idle_after: float = IDLE_AFTER  # seconds without an accepted action; 0: never idle
+    keep_responses_seconds: float = KEEP_RESPONSES  # after a game ends; 0: for ever
     refusal_rate: float = REFUSAL_RATE
     refusal_burst: int = REFUSAL_BURST
     max_message_bytes: int = 1 << 20
@@ -204,6 +206,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds without an accepted action after which a game in progress is idle: it"
         " stops counting against --max-games and leaves memory, stays stored and plays on when"
         " anyone acts; 0: never (default %(default)s)",
+    )
+    parser.add_argument(
+        "--keep-responses-seconds",
+        type=_seconds,
+        default=env("keep_responses_seconds", Settings.keep_responses_seconds),
+        help="how long after a game ends its stored responses (the answers to retried"
+        " request ids) are kept; later retries are answered as new requests; 0: for ever"
+        " (default %(default)s)",
     )
     parser.add_argument(
         "--refusal-burst",
@@ -358,6 +368,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_connection_age_seconds=args.max_connection_age_seconds,
         watch_window=args.watch_window,
         idle_after=args.idle_after,
+        keep_responses_seconds=args.keep_responses_seconds,
         refusal_rate=args.refusal_rate,
         refusal_burst=args.refusal_burst,
         max_message_bytes=args.max_message_bytes,
@@ -925,6 +936,7 @@ async def _serve_on(
         max_watchers=settings.max_watchers,
         watch_window=settings.watch_window,
         idle_after=settings.idle_after,
+        keep_responses=settings.keep_responses_seconds,
         refusal_rate=settings.refusal_rate,
         refusal_burst=settings.refusal_burst,
         shared_store=settings.db.startswith(("postgresql://", "postgres://")),

@@ -6,7 +6,8 @@ Every implementation (embedded SQLite, PostgreSQL) keeps, per game:
   hashes) and its current ``version`` (accepted actions so far);
 * ``log``: every deal and accepted action in order (``seq`` from 1, unique per game), each with
   the events it produced; folding the log through the engine rebuilds the game exactly;
-* ``requests``: the stored response of each ``request_id`` (idempotent retries);
+* ``requests``: the stored response of each ``request_id`` (idempotent retries), until
+  ``forget_responses`` deletes a finished game's;
 * ``audit``: every request, accepted or refused, in a SHA-256 hash chain.
 
 ``commit`` writes an accepted action's log rows, its idempotency record and its audit entry in
@@ -175,6 +176,10 @@ LAST_ACCEPTED_OR_CREATED = (
     " AND audit.outcome = 'accepted'), created_at)"
 )
 
+# GameStore.forget_responses: games per call, so one call's transaction stays short (a
+# finished game stores about 1.7 KB of responses per action).
+FORGET_BATCH = 20
+
 # Yielded by ``GameStore.changes`` when changes may have gone unannounced (never a game id).
 ALL_GAMES = ""
 
@@ -245,7 +250,13 @@ class GameStore(Protocol):
         """Append a refused request to the audit log (its own transaction)."""
 
     async def stored_response(self, game_id: str, request_id: str) -> bytes | None:
-        """The response committed earlier for ``request_id``, if any."""
+        """The response committed earlier for ``request_id``, if any (and not forgotten)."""
+
+    async def forget_responses(self, ended_before: float, limit: int = FORGET_BATCH) -> int:
+        """Delete the stored responses of at most ``limit`` games that ended before
+        ``ended_before`` (the wall clock of their last accepted action), oldest first; how
+        many games. A retry that late is answered as a new request would be; the responses
+        were most of what a finished game stored (the log and the audit log stay)."""
 
     async def audit_log(
         self, game_id: str, after_seq: int = 0, limit: int = 1000

@@ -54,6 +54,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from referee.store.base import (
     ALL_GAMES,
+    FORGET_BATCH,
     GENESIS_HASH,
     LAST_ACCEPTED_OR_CREATED,
     AuditRow,
@@ -164,6 +165,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED} WHERE NOT over",
         "CREATE INDEX games_active_since ON games (last_active_at) WHERE NOT over",
+    ),
+    # 3 -> 4: whether a finished game still keeps its stored responses (forget_responses).
+    # Alone, like 1 -> 2: a constant default changes no row, so the table's lock is brief.
+    ("ALTER TABLE games ADD COLUMN responses_kept boolean NOT NULL DEFAULT true",),
+    # 4 -> 5: the games that ended before 2 -> 3 kept the time of that migration as their last
+    # activity; their responses are forgotten by the time of their last accepted action. Only
+    # finished games' rows are locked, which nothing writes.
+    (
+        f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED} WHERE over",
+        "CREATE INDEX games_ended_with_responses ON games (last_active_at)"
+        " WHERE over AND responses_kept",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -533,6 +545,26 @@ class PostgresStore:
             return audit
 
         return await self._write(game_id, work)
+
+    async def forget_responses(self, ended_before: float, limit: int = FORGET_BATCH) -> int:
+        async def work(conn: Connection) -> int:
+            # SKIP LOCKED: replicas doing this at once take different games.
+            cursor = await conn.execute(
+                "SELECT game_id FROM games WHERE over AND responses_kept AND last_active_at < %s"
+                ' ORDER BY last_active_at, game_id COLLATE "C" LIMIT %s FOR UPDATE SKIP LOCKED',
+                (ended_before, limit),
+            )
+            ended = [game_id for (game_id,) in await cursor.fetchall()]
+            if ended:
+                await conn.execute("DELETE FROM requests WHERE game_id = ANY(%s)", (ended,))
+                await conn.execute(
+                    "UPDATE games SET responses_kept = false WHERE game_id = ANY(%s)", (ended,)
+                )
+            return len(ended)
+
+        if self._closed:
+            raise StoreError("the store is closed")
+        return await self._transaction(work)
 
     async def record_refusal(self, game_id: str, audit: AuditRow) -> AuditRow:
         _check_stored_id(game_id)

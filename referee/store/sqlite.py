@@ -55,6 +55,7 @@ from typing import Any, TypeVar
 import orjson
 
 from referee.store.base import (
+    FORGET_BATCH,
     GENESIS_HASH,
     LAST_ACCEPTED_OR_CREATED,
     AuditRow,
@@ -145,6 +146,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE games ADD COLUMN last_active_at REAL NOT NULL DEFAULT 0",
         f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED} WHERE over = 0",
         "CREATE INDEX IF NOT EXISTS games_active_since ON games (last_active_at) WHERE over = 0",
+    ),
+    # 3 -> 4: whether a finished game still keeps its stored responses (forget_responses), and
+    # the time of the last accepted action of the games that ended before 2 -> 3 (it left
+    # them at 0), by which their responses are forgotten.
+    (
+        "ALTER TABLE games ADD COLUMN responses_kept INTEGER NOT NULL DEFAULT 1",
+        f"UPDATE games SET last_active_at = {LAST_ACCEPTED_OR_CREATED}"
+        " WHERE over = 1 AND last_active_at = 0",
+        "CREATE INDEX IF NOT EXISTS games_ended_with_responses ON games (last_active_at)"
+        " WHERE over = 1 AND responses_kept = 1",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -736,6 +747,19 @@ class SqliteStore:
             return audit
 
         return self._write(apply)
+
+    async def forget_responses(self, ended_before: float, limit: int = FORGET_BATCH) -> int:
+        def apply(conn: sqlite3.Connection) -> int:
+            ended = conn.execute(
+                "SELECT game_id FROM games WHERE over = 1 AND responses_kept = 1"
+                " AND last_active_at < ? ORDER BY last_active_at, game_id LIMIT ?",
+                (ended_before, limit),
+            ).fetchall()
+            conn.executemany("DELETE FROM requests WHERE game_id = ?", ended)
+            conn.executemany("UPDATE games SET responses_kept = 0 WHERE game_id = ?", ended)
+            return len(ended)
+
+        return await self._write(apply)
 
     async def record_refusal(self, game_id: str, audit: AuditRow) -> AuditRow:
         draft = _AuditDraft.of(audit)
