@@ -1237,6 +1237,37 @@ async def test_sqlite_migrates_a_version_2_database(tmp_path: Path) -> None:
         await reopened.close()
 
 
+async def test_sqlite_migrates_a_version_3_database(tmp_path: Path) -> None:
+    """Schema 3 had no games.responses_kept, and left a game that ended before it with a last
+    activity of 0: opening takes that from the audit log, so its responses are forgotten by
+    when it ended, not at once."""
+    path = tmp_path / "v3.db"
+    store = SqliteStore(path)
+    await store.open()
+    await new_game(store, "ended")
+    await commit_many(store, "ended", 1)
+    await store.commit(make_commit("ended", 1, over=True))  # ended at 1_700_000_102.5
+    await store.close()
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DROP INDEX games_ended_with_responses")
+        conn.execute("ALTER TABLE games DROP COLUMN responses_kept")
+        conn.execute("UPDATE games SET last_active_at = 0 WHERE over = 1")
+        conn.execute("PRAGMA user_version = 3")
+        conn.commit()
+    finally:
+        conn.close()
+    reopened = SqliteStore(path)
+    await reopened.open()
+    try:
+        assert (await reopened.get_game("ended")).last_active_at == 1_700_000_102.5
+        assert await reopened.forget_responses(1_700_000_102.5) == 0
+        assert await reopened.forget_responses(1_700_000_102.6) == 1
+        assert await reopened.stored_response("ended", "ended-r2") is None
+    finally:
+        await reopened.close()
+
+
 async def _downgrade_postgres_to_1(schema: str) -> None:
     """Make a current schema look like schema 1: undo migrations 2 to 5."""
     for statement in (
