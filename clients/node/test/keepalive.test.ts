@@ -4,10 +4,10 @@
 
 import assert from "node:assert/strict";
 import * as net from "node:net";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import { KEEPALIVE_MS, RefereeClient, Rng, keepaliveOptions, type WatchItem } from "../src/index";
-import { startServer, type RunningServer } from "./server";
+import { useServer, type RunningServer } from "./server";
 import { act, backlog, lastVersion, until } from "./watching";
 
 /** A TCP relay to `port`; `cut()` drops everything on the connections open now, for good, and
@@ -49,16 +49,7 @@ class SilentNetwork {
 
 let server: RunningServer;
 let client: RefereeClient;
-
-before(async () => {
-  server = await startServer();
-  client = new RefereeClient(server.address);
-});
-
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
+useServer((started) => ({ server, client } = started));
 
 describe("keepalive", () => {
   test("the default pings every 30 s while a call is open, within what the server accepts", () => {

@@ -1,7 +1,7 @@
 // The wrapper against a real referee process (see server.ts).
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
 
@@ -16,20 +16,11 @@ import {
   type SeatSession,
   type WatchItem,
 } from "../src/index";
-import { REFUSAL_BURST, startServer, type RunningServer } from "./server";
+import { REFUSAL_BURST, useServer, type RunningServer } from "./server";
 
 let server: RunningServer;
 let client: RefereeClient;
-
-before(async () => {
-  server = await startServer();
-  client = new RefereeClient(server.address);
-});
-
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
+useServer((started) => ({ server, client } = started));
 
 async function newGame(seed: string): Promise<{ game: CreatedGame; seats: SeatSession[] }> {
   const game = await client.createGame({ variant: "partnership", options: { target: 300 }, seed });

@@ -3,7 +3,7 @@
 // `metadata.after_seq`, and a resumed watch opens it again there and goes on.
 
 import assert from "node:assert/strict";
-import { after, before, describe, test, type TestContext } from "node:test";
+import { describe, test, type TestContext } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import {
@@ -15,21 +15,12 @@ import {
   type WatchItem,
   type WatchStream,
 } from "../src/index";
-import { startServer, type RunningServer } from "./server";
+import { useServer, type RunningServer } from "./server";
 import { act, backlog, lastVersion, until } from "./watching";
 
 let server: RunningServer;
 let client: RefereeClient;
-
-before(async () => {
-  server = await startServer();
-  client = new RefereeClient(server.address);
-});
-
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
+useServer((started) => ({ server, client } = started));
 
 /** Whether the test can restart the server (not one REFEREE_ADDRESS names). */
 function restartable(t: TestContext): boolean {

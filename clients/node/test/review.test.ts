@@ -7,7 +7,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } fr
 import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
 
@@ -23,25 +23,18 @@ import {
   type SeatSession,
   type WatchItem,
 } from "../src/index";
-import { startServer, type RunningServer } from "./server";
+import { startServer, useServer, type RunningServer } from "./server";
 
 const SERVER_CREDENTIAL = "review-server-adjudicator-credential";
 const PACKAGE_DIR = path.resolve(__dirname, "..", "..");
 
 let server: RunningServer;
 let client: RefereeClient;
-
-before(async () => {
+useServer(
+  (started) => ({ server, client } = started),
   // The server's adjudicator credential (needed for given deals); the child inherits it.
-  process.env["PINOCHLE_REFEREE_ADJUDICATOR_TOKEN"] = SERVER_CREDENTIAL;
-  server = await startServer();
-  client = new RefereeClient(server.address);
-});
-
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
+  () => (process.env["PINOCHLE_REFEREE_ADJUDICATOR_TOKEN"] = SERVER_CREDENTIAL),
+);
 
 async function refusal(promise: Promise<unknown>): Promise<RefereeError> {
   try {

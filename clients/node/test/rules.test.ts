@@ -3,25 +3,16 @@
 // (referee.query.answer_query on the same queries, as tests/test_client_rules.py checks them).
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
 
 import { RefereeClient, RefereeError, type HandScore, type MeldResult } from "../src/index";
-import { startServer, type RunningServer } from "./server";
+import { useServer, type RunningServer } from "./server";
 
 let server: RunningServer;
 let client: RefereeClient;
-
-before(async () => {
-  server = await startServer();
-  client = new RefereeClient(server.address);
-});
-
-after(async () => {
-  client?.close();
-  await server?.stop();
-});
+useServer((started) => ({ server, client } = started));
 
 /** The refusal of a rules query: INVALID_ARGUMENT naming exactly `field`. */
 async function refusedOn(promise: Promise<unknown>, field: string): Promise<RefereeError> {

@@ -10,8 +10,11 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import * as path from "node:path";
+import { after, before } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
+
+import { RefereeClient } from "../src/index";
 
 /** The refusal budget the harness's server starts with (--refusal-burst). */
 export const REFUSAL_BURST = 5;
@@ -70,6 +73,29 @@ function serveCommand(): string[] {
   // dist/test/server.js -> clients/node -> ../../.venv/bin/pinochle-referee
   const packageDir = path.resolve(__dirname, "..", "..");
   return [path.resolve(packageDir, "..", "..", ".venv", "bin", "pinochle-referee")];
+}
+
+/** A test file's server and a client on it. */
+export interface Started {
+  server: RunningServer;
+  client: RefereeClient;
+}
+
+/** Registers the hooks that start a server and a client on it before the calling file's tests
+ * (after `setUp`, which may set the server's environment) and stop both after them; `started`
+ * hands them to the file. */
+export function useServer(started: (running: Started) => void, setUp = (): void => undefined): void {
+  let running: Started | undefined;
+  before(async () => {
+    setUp();
+    const server = await startServer();
+    running = { server, client: new RefereeClient(server.address) };
+    started(running);
+  });
+  after(async () => {
+    running?.client.close();
+    await running?.server.stop();
+  });
 }
 
 export async function startServer(): Promise<RunningServer> {
