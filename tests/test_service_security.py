@@ -17,6 +17,7 @@ import os
 import random
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -903,6 +904,16 @@ def _write_pems(ca: trustme.CA, folder: Path) -> dict[str, Path]:
     return paths
 
 
+def _mutual_tls(tmp_path: Path, pems: dict[str, Path]) -> AbstractAsyncContextManager[Served]:
+    """A server presenting ``pems``' certificate and requiring clients of its CA."""
+    return serving(
+        tmp_path,
+        tls_cert=str(pems["cert"]),
+        tls_key=str(pems["key"]),
+        tls_client_ca=str(pems["ca"]),
+    )
+
+
 async def _health(channel: grpc.aio.Channel) -> int:
     stub = health_stub(channel)
     response = await stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
@@ -935,12 +946,7 @@ async def test_tls(tmp_path: Path, ca: trustme.CA) -> None:
 
 async def test_mutual_tls(tmp_path: Path, ca: trustme.CA) -> None:
     pems = _write_pems(ca, tmp_path / "pki")
-    async with serving(
-        tmp_path,
-        tls_cert=str(pems["cert"]),
-        tls_key=str(pems["key"]),
-        tls_client_ca=str(pems["ca"]),
-    ) as srv:
+    async with _mutual_tls(tmp_path, pems) as srv:
         target = f"localhost:{srv.running.port}"
         root = pems["ca"].read_bytes()
         with_cert = grpc.ssl_channel_credentials(
@@ -989,12 +995,7 @@ async def test_renewed_tls_files_are_served_without_a_restart(tmp_path: Path) ->
     again too. A file that cannot be read keeps the configuration in use."""
     old_ca, new_ca = trustme.CA(), trustme.CA()
     pems = _write_pems(old_ca, tmp_path / "pki")
-    async with serving(
-        tmp_path,
-        tls_cert=str(pems["cert"]),
-        tls_key=str(pems["key"]),
-        tls_client_ca=str(pems["ca"]),
-    ) as srv:
+    async with _mutual_tls(tmp_path, pems) as srv:
         target = f"localhost:{srv.running.port}"
         old_client = {
             "private_key": pems["client_key"].read_bytes(),

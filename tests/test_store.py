@@ -1151,7 +1151,7 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
     await new_game(store)
     await store.commit(make_commit("g1", 0, with_deal=True))
     await store.close()
-    _downgrade_sqlite(path, 1, "ALTER TABLE games DROP COLUMN log_seq")
+    _downgrade_sqlite(path, 1)
 
     reopened = SqliteStore(path)
     await reopened.open()
@@ -1168,15 +1168,22 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
         conn.close()
 
 
+# What undoes each SQLite migration (to the schema version before it).
+_SQLITE_UNDO = {
+    4: ("DROP INDEX games_ended_with_responses", "ALTER TABLE games DROP COLUMN responses_kept"),
+    3: ("DROP INDEX games_active_since", "ALTER TABLE games DROP COLUMN last_active_at"),
+    2: ("ALTER TABLE games DROP COLUMN log_seq",),
+}
+
+
 def _downgrade_sqlite(path: Path, version: int, *statements: str) -> None:
-    """Make a current database look like one of schema ``version``: undo migrations 4 and 3,
-    then run ``statements`` (the undoing of the migrations after ``version``)."""
+    """Make a current database look like one of schema ``version``: undo the migrations after
+    it, then run ``statements`` (what that version left in the rows)."""
     conn = sqlite3.connect(path)
     try:
-        conn.execute("DROP INDEX games_ended_with_responses")
-        conn.execute("ALTER TABLE games DROP COLUMN responses_kept")
-        conn.execute("DROP INDEX games_active_since")
-        conn.execute("ALTER TABLE games DROP COLUMN last_active_at")
+        for undone in range(SCHEMA_VERSION, version, -1):
+            for statement in _SQLITE_UNDO[undone]:
+                conn.execute(statement)
         for statement in statements:
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {version}")
@@ -1248,15 +1255,7 @@ async def test_sqlite_migrates_a_version_3_database(tmp_path: Path) -> None:
     await commit_many(store, "ended", 1)
     await store.commit(make_commit("ended", 1, over=True))  # ended at 1_700_000_102.5
     await store.close()
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("DROP INDEX games_ended_with_responses")
-        conn.execute("ALTER TABLE games DROP COLUMN responses_kept")
-        conn.execute("UPDATE games SET last_active_at = 0 WHERE over = 1")
-        conn.execute("PRAGMA user_version = 3")
-        conn.commit()
-    finally:
-        conn.close()
+    _downgrade_sqlite(path, 3, "UPDATE games SET last_active_at = 0 WHERE over = 1")
     reopened = SqliteStore(path)
     await reopened.open()
     try:
