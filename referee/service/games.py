@@ -120,7 +120,8 @@ MAX_WATCHERS = 10_000
 # stores (about 1.7 KB per action, against 0.5 KB of log and audit rows), and a client retries
 # within seconds or minutes, not days. A retry that comes later is answered as a new request
 # would be (ABORTED: the game has moved on). Games in progress keep all of theirs. 0: keep them
-# for ever. Our choice, like the idempotency windows of payment APIs (README, "Running it").
+# for ever. Our choice, like the idempotency windows of payment APIs (README, "Rulings where
+# the specification is silent").
 KEEP_RESPONSES = 86_400.0
 
 T = TypeVar("T")
