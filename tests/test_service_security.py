@@ -34,7 +34,14 @@ from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee import cli
 from referee.service import auth
 from referee.service.games import KEEP_RESPONSES
-from referee.service.server import add_arguments, settings_from
+from referee.service.server import (
+    Settings,
+    StartError,
+    add_arguments,
+    configure_logging,
+    settings_from,
+    start_server,
+)
 from referee.store.base import AuditRow
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,
@@ -987,7 +994,10 @@ async def _healthy_with(target: str, ca_pem: bytes, **client_pems: bytes) -> boo
             return False
 
 
-async def test_renewed_tls_files_are_served_without_a_restart(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("json_logs")
+async def test_renewed_tls_files_are_served_without_a_restart(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """Was: the files were read once at start-up, so a renewed certificate (cert-manager
     rewrites the files before the old one expires) was served only after a restart, and until
     then clients met the old one until it expired. Each new connection now gets what the files
@@ -996,6 +1006,7 @@ async def test_renewed_tls_files_are_served_without_a_restart(tmp_path: Path) ->
     old_ca, new_ca = trustme.CA(), trustme.CA()
     pems = _write_pems(old_ca, tmp_path / "pki")
     async with _mutual_tls(tmp_path, pems) as srv:
+        configure_logging("json")  # serving() quiets the logs; this test counts warnings
         target = f"localhost:{srv.running.port}"
         old_client = {
             "private_key": pems["client_key"].read_bytes(),
@@ -1016,8 +1027,42 @@ async def test_renewed_tls_files_are_served_without_a_restart(tmp_path: Path) ->
             assert not await _healthy_with(target, new_root, **old_client)  # old client CA
             # The connection made before the renewal goes on.
             assert await _health(open_channel) == health_pb2.HealthCheckResponse.SERVING
-            pems["key"].unlink()  # half-way through a renewal: the current files stay in use
+            # Half-way through a renewal the current files stay in use: a key gone, then a key
+            # that is not the certificate's (written before the certificate that goes with it).
+            pems["key"].unlink()
             assert await _healthy_with(target, new_root, **new_client)
+            third = trustme.CA()
+            third.issue_cert("localhost", "127.0.0.1").private_key_pem.write_to_path(
+                str(pems["key"])
+            )
+            assert await _healthy_with(target, new_root, **new_client)
+            assert await _healthy_with(target, new_root, **new_client)  # still, and quietly
+            _write_pems(third, tmp_path / "pki")  # the renewal completed
+            third_client = {
+                "private_key": pems["client_key"].read_bytes(),
+                "certificate_chain": pems["client_cert"].read_bytes(),
+            }
+            assert await _healthy_with(target, pems["ca"].read_bytes(), **third_client)
+            assert not await _healthy_with(target, new_root, **new_client)
+        logged = capfd.readouterr().err
+        assert logged.count("tls_reload_failed") == 2, logged  # per state of the files, not call
+
+
+async def test_a_key_that_is_not_the_certificates_stops_serve_before_it_serves(
+    tmp_path: Path, ca: trustme.CA
+) -> None:
+    pems = _write_pems(ca, tmp_path / "pki")
+    ca.issue_cert("localhost").private_key_pem.write_to_path(str(pems["key"]))
+    settings = Settings(
+        port=0,
+        db=str(tmp_path / "x.db"),
+        metrics_port=0,
+        tls_cert=str(pems["cert"]),
+        tls_key=str(pems["key"]),
+    )
+    with pytest.raises(StartError, match="cannot use the TLS files"):
+        await start_server(settings)
+    assert not (tmp_path / "x.db").exists()
 
 
 def test_tls_flags_and_environment_reach_the_settings(

@@ -16,6 +16,7 @@ import inspect
 import logging
 import os
 import signal
+import ssl
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -792,20 +793,35 @@ class TlsFiles:
 
     gRPC asks ``reloaded`` before each new connection's handshake; it looks at the files'
     modification times and sizes (a ``stat`` each) and reads them only when one changed.
-    Connections already open keep the certificate they were made with. A file that cannot be
-    read keeps the current configuration, with a warning.
+    Connections already open keep the certificate they were made with. Files that cannot be
+    read, or a key that is not the certificate's (a renewal that writes the two one after the
+    other has such a moment, and every handshake would fail while it was served), keep the
+    current configuration, with one warning until the files change again.
     """
 
     def __init__(self, cert: str, key: str, client_ca: str) -> None:
         self.paths = [Path(cert), Path(key)] + ([Path(client_ca)] if client_ca else [])
         self._seen: list[tuple[int, int]] = []
+        self._refused: list[tuple[int, int]] = []  # the files as they were when they failed
 
     def _stamps(self) -> list[tuple[int, int]]:
-        return [(stat.st_mtime_ns, stat.st_size) for stat in (p.stat() for p in self.paths)]
+        """Each file's modification time and size ((-1, -1) for one that is not there)."""
+        stamps = []
+        for path in self.paths:
+            try:
+                stat = path.stat()
+            except OSError:
+                stamps.append((-1, -1))
+            else:
+                stamps.append((stat.st_mtime_ns, stat.st_size))
+        return stamps
 
     def load(self) -> grpc.ServerCertificateConfiguration:
-        """The configuration the files hold now (raises OSError when one cannot be read)."""
+        """The configuration the files hold now (raises OSError when one cannot be read, and
+        ssl.SSLError, an OSError, when the key is not the certificate's)."""
         stamps = self._stamps()
+        cert_path, key_path = map(str, self.paths[:2])
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert_path, key_path)
         cert, key, *client_ca = (path.read_bytes() for path in self.paths)
         self._seen = stamps
         return grpc.ssl_server_certificate_configuration(
@@ -814,11 +830,13 @@ class TlsFiles:
 
     def reloaded(self) -> grpc.ServerCertificateConfiguration | None:
         """A new configuration when a file changed since it was last read, else None."""
+        stamps = self._stamps()
+        if stamps in (self._seen, self._refused):
+            return None
         try:
-            if self._stamps() == self._seen:
-                return None
             configuration = self.load()
         except OSError as error:
+            self._refused = stamps
             structlog.get_logger("referee.tls").warning("tls_reload_failed", error=str(error))
             return None
         structlog.get_logger("referee.tls").info(
@@ -903,8 +921,12 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
     try:
         if settings.tls_cert:
             files = TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
+            try:
+                initial = files.load()
+            except OSError as error:
+                raise StartError(f"cannot use the TLS files: {error}") from None
             credentials = grpc.dynamic_ssl_server_credentials(
-                files.load(),
+                initial,
                 # grpc's documentation: "or None for no change"; its type stubs omit the None.
                 files.reloaded,  # type: ignore[arg-type]
                 require_client_authentication=bool(settings.tls_client_ca),
