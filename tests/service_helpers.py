@@ -124,8 +124,9 @@ class SilentNetwork:
     network or a dead phone looks like to both ends. Connections made afterwards are relayed
     normally (the client found another way back)."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target_port = target_port
+        self.target_host = target_host
         self.port = 0
         self.connections = 0  # made through the relay so far
         self._server: asyncio.Server | None = None
@@ -155,7 +156,7 @@ class SilentNetwork:
         self.connections += 1
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(
-                "127.0.0.1", self.target_port
+                self.target_host, self.target_port
             )
             try:
                 await asyncio.gather(

@@ -17,19 +17,31 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import grpc
 import psycopg
 import pytest
+from grpc_health.v1 import health_pb2
 from pinochle_client import RefereeClient, RefereeError, Session
 from psycopg import sql as pgsql
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
-from referee.service.server import Running, Settings, start_server
+from referee.service.server import SERVICE_NAMES, Running, Settings, start_server
 from referee.store import postgres as postgres_module
 from referee.store.base import ALL_GAMES, StoreError, UnknownGame
 from referee.store.postgres import POOL_TIMEOUT_SECONDS, SCHEMA_VERSION, PostgresStore
-from tests.service_helpers import Table, actor, new_table, pick, play, play_step, quiet_logs
+from tests.service_helpers import (
+    SilentNetwork,
+    Table,
+    actor,
+    health_stub,
+    new_table,
+    pick,
+    play,
+    play_step,
+    quiet_logs,
+)
 from tests.test_store import (
     BACKENDS,
     POSTGRES_URL,
@@ -417,6 +429,47 @@ async def test_pool_timeout_is_a_store_error(schema: str) -> None:
         assert (await store.get_game("g1")).game_id == "g1"
     finally:
         await store.close()
+
+
+async def test_readiness_leaves_and_rejoins_when_the_databases_connections_go_silent(
+    schema: str,
+) -> None:
+    """A replica whose connections to PostgreSQL go silent (a network cut: nothing arrives and
+    nothing is refused) is taken out of rotation and put back by itself: RefereeService's
+    health turns NOT_SERVING when a readiness check gets no answer (its query is cancelled and
+    its connection dropped; about 15 s here, psycopg's cancellation included) and SERVING once
+    a new connection answers, while the server as a whole stays SERVING (no restart)."""
+    parts = urlsplit(POSTGRES_URL)
+    async with SilentNetwork(parts.port or 5432, parts.hostname or "127.0.0.1") as network:
+        credentials = parts.netloc.rpartition("@")[0]
+        relayed = parts._replace(
+            netloc=f"{credentials}{'@' if credentials else ''}127.0.0.1:{network.port}"
+        )
+        settings = Settings(
+            host="127.0.0.1",
+            port=0,
+            db=urlunsplit(relayed),
+            db_schema=schema,
+            metrics_port=0,
+            store_check_seconds=0.2,
+        )
+        quiet_logs()
+        running = await start_server(settings)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+                health = health_stub(channel)
+                watch = health.Watch(health_pb2.HealthCheckRequest(service=SERVICE_NAMES[0]))
+                serving_status = health_pb2.HealthCheckResponse.SERVING
+                assert (await watch.read()).status == serving_status
+                network.cut()
+                left = await asyncio.wait_for(watch.read(), 60)
+                assert left.status == health_pb2.HealthCheckResponse.NOT_SERVING
+                whole = await health.Check(health_pb2.HealthCheckRequest(service=""))
+                assert whole.status == serving_status
+                assert (await asyncio.wait_for(watch.read(), 60)).status == serving_status
+                watch.cancel()
+        finally:
+            await running.stop(0)
 
 
 async def test_a_listener_whose_connection_goes_silent_reconnects(
