@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import secrets
+import socket
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -649,3 +651,51 @@ async def test_store_ids_with_nul_behave_as_on_sqlite(backend: str, tmp_path: Pa
             assert await store.stored_response("g\x00", "r") is None
         finally:
             await store.close()
+
+
+# -- TCP liveness of the store's connections -------------------------------------------------
+
+
+def _tcp_settings(conn: psycopg.AsyncConnection[Any]) -> dict[str, int]:
+    """The TCP options the kernel holds for ``conn``'s socket."""
+    probe = socket.socket(fileno=os.dup(conn.pgconn.socket))
+    try:
+        return {
+            "keepalive": probe.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+            "idle": probe.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+            "interval": probe.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+            "count": probe.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+            "user_timeout_ms": probe.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT),
+        }
+    finally:
+        probe.close()
+
+
+async def test_the_stores_connections_find_a_vanished_database_at_the_tcp_level(
+    schema: str,
+) -> None:
+    """Every connection the store opens (pooled, and the listener's) carries TCP keepalives
+    and a TCP user timeout, so one whose database host vanished without a word is given up
+    within about a minute instead of holding requests until their deadlines. What these
+    settings do cannot be shown here (a relay in user space acknowledges TCP itself); that the
+    kernel holds them for the store's sockets is checked. A URL's own setting wins."""
+    expected = {"keepalive": 1, "idle": 30, "interval": 10, "count": 3, "user_timeout_ms": 30000}
+    store = PostgresStore(POSTGRES_URL, schema=schema, min_size=1, max_size=1)
+    await store.open()
+    try:
+        assert store._pool is not None
+        async with store._pool.connection() as pooled:
+            assert _tcp_settings(pooled) == expected
+        async with await store._connect() as listener:
+            assert _tcp_settings(listener) == expected
+    finally:
+        await store.close()
+    own = _named(POSTGRES_URL, _app_name()) + "&keepalives_idle=7&tcp_user_timeout=5000"
+    store = PostgresStore(own, schema=schema, min_size=1, max_size=1)
+    await store.open()
+    try:
+        assert store._pool is not None
+        async with store._pool.connection() as pooled:
+            assert _tcp_settings(pooled) == expected | {"idle": 7, "user_timeout_ms": 5000}
+    finally:
+        await store.close()

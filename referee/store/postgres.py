@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool
@@ -193,6 +193,18 @@ LISTEN_KEEPALIVE_SECONDS = 15.0  # a silent listener checks its connection this 
 LISTEN_KEEPALIVE_TIMEOUT_SECONDS = 10.0
 RECONNECT_MAX_SECONDS = 10.0
 POOL_TIMEOUT_SECONDS = 10.0  # the longest a request waits for a pooled connection
+# libpq's TCP liveness settings for every connection, unless the URL sets its own. A connection
+# whose peer vanished without a word (the database host gone, a partition) otherwise holds a
+# request until its deadline and its cancel: TCP keepalives find an idle one dead within about
+# a minute (30 s idle, then 3 probes 10 s apart) and tcp_user_timeout gives up on one whose
+# sent data has gone unacknowledged for 30 s, so the pool replaces it sooner.
+TCP_LIVENESS = {
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
 # Per connection: how long a statement may wait for a lock or run, and an open transaction idle.
 SESSION_LIMITS = (
     ("lock_timeout", "2s"),  # a game row is locked for one commit's few milliseconds
@@ -235,6 +247,13 @@ def describe(url: str) -> str:
     host = params.get("host") or "localhost"
     port = params.get("port") or 5432
     return f"{host}:{port}/{params.get('dbname') or ''}"
+
+
+def with_liveness(url: str) -> str:
+    """``url`` as a connection string with the :data:`TCP_LIVENESS` settings it does not set
+    itself (the URL's own win)."""
+    given = conninfo_to_dict(url)
+    return make_conninfo(url, **{k: v for k, v in TCP_LIVENESS.items() if k not in given})
 
 
 def _one_line(error: BaseException) -> str:
@@ -281,6 +300,7 @@ class PostgresStore:
         self.channel = ""  # known after open()
         self._origin = secrets.token_hex(8)  # marks this store's own notifications
         self._pool: AsyncConnectionPool[Connection] | None = None
+        self._conninfo = url  # with_liveness(url), made at open()
         self._accepting = False
         self._closed = False
         self._tails: dict[str, asyncio.Task[Any]] = {}  # the last write submitted per game
@@ -295,8 +315,14 @@ class PostgresStore:
             raise StoreError("the store is closed")
         if self._pool is not None:
             return
+        try:
+            self._conninfo = with_liveness(self.url)
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot open PostgreSQL at {describe(self.url)}: {_one_line(exc)}"
+            ) from exc
         pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
-            self.url,
+            self._conninfo,
             min_size=self.min_size,
             max_size=self.max_size,
             kwargs={"autocommit": True},
@@ -339,7 +365,7 @@ class PostgresStore:
 
     async def _connect(self) -> Connection:
         return await psycopg.AsyncConnection.connect(
-            self.url, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
+            self._conninfo, autocommit=True, connect_timeout=max(1, round(self.connect_timeout))
         )
 
     async def _configure(self, conn: Connection) -> None:
