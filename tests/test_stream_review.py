@@ -961,3 +961,61 @@ async def test_connections_past_their_age_are_replaced_and_watches_resume(
             assert network.connections >= 3
             assert items == await until_idle(table.spec.watch(0))
             watch.cancel()
+
+
+# ----------------------------------------------------------------------------------------------
+# Reconnecting after the server was away
+
+
+def _status(error: BaseException) -> grpc.StatusCode | None:
+    if isinstance(error, RefereeError):
+        return error.code
+    return error.code() if isinstance(error, grpc.aio.AioRpcError) else None
+
+
+async def test_a_client_works_again_soon_after_its_server_is_back(tmp_path: Path) -> None:
+    """Was: gRPC's reconnect backoff grows from 1 s to 120 s while a server is away, and a
+    channel waits for its next attempt even once the server is back: after 6 s away the
+    client's calls went on failing UNAVAILABLE for 2 to 5 s (10 s away: 7 s). The client caps
+    the backoff (``max_reconnect_backoff_seconds``, 5 s by default; 0.5 s here)."""
+    port = free_port()
+    loop = asyncio.get_running_loop()
+    async with RefereeClient(f"127.0.0.1:{port}", max_reconnect_backoff_seconds=0.5) as client:
+        async with serving(tmp_path, port=port):
+            assert await client.list_variants()
+        away_until = loop.time() + 6.0
+        while loop.time() < away_until:
+            with pytest.raises((grpc.RpcError, RefereeError)) as away:
+                await client.list_variants()
+            assert _status(away.value) == grpc.StatusCode.UNAVAILABLE
+            await asyncio.sleep(0.2)
+        async with serving(tmp_path, port=port):
+            back = loop.time()
+            while True:
+                try:
+                    await client.list_variants()
+                    break
+                except (grpc.RpcError, RefereeError) as failed:
+                    assert _status(failed) == grpc.StatusCode.UNAVAILABLE
+                    assert loop.time() - back < 30
+                    await asyncio.sleep(0.05)
+            late = loop.time() - back
+    assert late < 1.5, f"calls failed for {late:.2f} s after the server was back"
+
+
+async def test_the_clients_reconnect_backoff_is_capped_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default cap reaches the channel: 5 s, gRPC's first backoff (1 s) kept below it."""
+    seen: list[list[tuple[str, object]]] = []
+
+    def channel(target: str, options: list[tuple[str, object]]) -> grpc.aio.Channel:
+        seen.append(options)
+        return real(target, options)
+
+    real = grpc.aio.insecure_channel
+    monkeypatch.setattr(grpc.aio, "insecure_channel", channel)
+    await RefereeClient("127.0.0.1:1").close()
+    await RefereeClient("127.0.0.1:1", max_reconnect_backoff_seconds=0.25).close()
+    assert [dict(options)["grpc.max_reconnect_backoff_ms"] for options in seen] == [5000, 250]
+    assert [dict(options)["grpc.initial_reconnect_backoff_ms"] for options in seen] == [1000, 250]
