@@ -115,30 +115,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     command line wins over it, and other commands never read it.
     """
 
-    def env(name: str, default: object) -> Any:
-        return os.environ.get(ENV_PREFIX + name.upper(), default)
+    def flag(name: str, kind: Callable[[str], object] = str, what: str | None = None) -> None:
+        """``--name``, typed by ``kind``, defaulting to its variable, else to the ``Settings``
+        field of the same name ("" for a credential file, which is not a setting)."""
+        field = name.replace("-", "_")
+        fallback = getattr(Settings, field, "")
+        default = os.environ.get(ENV_PREFIX + field.upper(), fallback)
+        parser.add_argument(f"--{name}", type=kind, default=default, help=what)
 
-    parser.add_argument("--host", default=env("host", Settings.host))
-    parser.add_argument(
-        "--port",
-        type=_port,
-        default=env("port", Settings.port),
-        help="the gRPC port (0: any free port, named on the serving log line)",
+    flag("host")
+    flag("port", _port, "the gRPC port (0: any free port, named on the serving log line)")
+    flag("db", str, "SQLite path or postgresql://... URL")
+    flag(
+        "db-schema",
+        str,
+        "PostgreSQL schema for the tables (created if missing; default: the search_path's)",
     )
-    parser.add_argument(
-        "--db", default=env("db", Settings.db), help="SQLite path or postgresql://... URL"
-    )
-    parser.add_argument(
-        "--db-schema",
-        default=env("db_schema", Settings.db_schema),
-        help="PostgreSQL schema for the tables (created if missing; default: the search_path's)",
-    )
-    parser.add_argument(
-        "--metrics-port",
-        type=_port,
-        default=env("metrics_port", Settings.metrics_port),
-        help="Prometheus metrics port (0: off)",
-    )
+    flag("metrics-port", _port, "Prometheus metrics port (0: off)")
     for name, what in (
         ("adjudicator", "the server's adjudicator credential (reaches every game)"),
         (
@@ -147,120 +140,91 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             " default: anyone may create games",
         ),
     ):
-        parser.add_argument(f"--{name}-token", default=env(f"{name}_token", ""), help=what)
-        parser.add_argument(
-            f"--{name}-token-file",
-            type=_credential_file,
-            default=env(f"{name}_token_file", ""),
-            help=f"read the {name} credential from this file (it wins over --{name}-token)",
+        flag(f"{name}-token", str, what)
+        flag(
+            f"{name}-token-file",
+            _credential_file,
+            f"read the {name} credential from this file (it wins over --{name}-token)",
         )
-    parser.add_argument(
-        "--max-games",
-        type=_at_least_one,
-        default=env("max_games", Settings.max_games),
-        help="active games at most; CreateGame beyond is RESOURCE_EXHAUSTED (default %(default)s)",
+    flag(
+        "max-games",
+        _at_least_one,
+        "active games at most; CreateGame beyond is RESOURCE_EXHAUSTED (default %(default)s)",
     )
-    parser.add_argument(
-        "--max-watchers",
-        type=_at_least_one,
-        default=env("max_watchers", Settings.max_watchers),
-        help="WatchGame streams open at once at most (each holds about 24 KB); one beyond is"
+    flag(
+        "max-watchers",
+        _at_least_one,
+        "WatchGame streams open at once at most (each holds about 24 KB); one beyond is"
         " RESOURCE_EXHAUSTED, reason TOO_MANY_WATCHERS (default %(default)s)",
     )
-    parser.add_argument(
-        "--max-pending-calls",
-        type=_at_least_one,
-        default=env("max_pending_calls", Settings.max_pending_calls),
-        help="calls received at once that the server has not started yet (a burst of reconnecting"
+    flag(
+        "max-pending-calls",
+        _at_least_one,
+        "calls received at once that the server has not started yet (a burst of reconnecting"
         " clients); gRPC cancels those beyond (CANCELLED) before any of the server's code runs"
         " (default %(default)s)",
     )
-    parser.add_argument(
-        "--keepalive-seconds",
-        type=_keepalive,
-        default=env("keepalive_seconds", Settings.keepalive_seconds),
-        help="ping a connection silent this long, and close it when the ping is not answered"
+    flag(
+        "keepalive-seconds",
+        _keepalive,
+        "ping a connection silent this long, and close it when the ping is not answered"
         f" within {KEEPALIVE_TIMEOUT_SECONDS:g} s (or this, if shorter): a client gone without"
         " closing (a network cut, a dead phone) would hold its WatchGame streams for hours"
         " (default %(default)s)",
     )
-    parser.add_argument(
-        "--max-connection-age-seconds",
-        type=_seconds,
-        default=env("max_connection_age_seconds", Settings.max_connection_age_seconds),
-        help="ask clients to reconnect after this long (GOAWAY), so that behind an L4 balancer"
+    flag(
+        "max-connection-age-seconds",
+        _seconds,
+        "ask clients to reconnect after this long (GOAWAY), so that behind an L4 balancer"
         " or with client-side balancing new replicas get their share; calls in flight get"
         f" {CONNECTION_AGE_GRACE_SECONDS:g} s more (or this, if shorter), then a WatchGame stream"
         " ends UNAVAILABLE and a resuming client opens it again; 0: never (default %(default)s)",
     )
-    parser.add_argument(
-        "--watch-window",
-        type=_at_least_one,
-        default=env("watch_window", Settings.watch_window),
-        help="events of each game kept in memory for WatchGame (about 150 bytes each); a watcher"
+    flag(
+        "watch-window",
+        _at_least_one,
+        "events of each game kept in memory for WatchGame (about 150 bytes each); a watcher"
         " asking for older ones gets a snapshot of its view first (default %(default)s)",
     )
-    parser.add_argument(
-        "--idle-after",
-        type=_seconds,
-        default=env("idle_after", Settings.idle_after),
-        help="seconds without an accepted action after which a game in progress is idle: it"
+    flag(
+        "idle-after",
+        _seconds,
+        "seconds without an accepted action after which a game in progress is idle: it"
         " stops counting against --max-games and leaves memory, stays stored and plays on when"
         " anyone acts; 0: never (default %(default)s)",
     )
-    parser.add_argument(
-        "--keep-responses-seconds",
-        type=_seconds,
-        default=env("keep_responses_seconds", Settings.keep_responses_seconds),
-        help="how long after a game ends its stored responses (the answers to retried"
+    flag(
+        "keep-responses-seconds",
+        _seconds,
+        "how long after a game ends its stored responses (the answers to retried"
         " request ids) are kept; later retries are answered as new requests; 0: for ever"
         " (default %(default)s)",
     )
-    parser.add_argument(
-        "--refusal-burst",
-        type=_at_least_one,
-        default=env("refusal_burst", Settings.refusal_burst),
-        help="refused SubmitActions of callers without a seat audited per game at once;"
+    flag(
+        "refusal-burst",
+        _at_least_one,
+        "refused SubmitActions of callers without a seat audited per game at once;"
         " beyond them RESOURCE_EXHAUSTED, unaudited (default %(default)s)",
     )
-    parser.add_argument(
-        "--refusal-rate",
-        type=_refill_rate,
-        default=env("refusal_rate", Settings.refusal_rate),
-        help="... and how many more per second (default %(default)s)",
-    )
-    parser.add_argument(
-        "--max-message-bytes",
-        type=_at_least_one,
-        default=env("max_message_bytes", Settings.max_message_bytes),
-        help="the largest request accepted, in bytes; a response may be up to 16 times that"
+    flag("refusal-rate", _refill_rate, "... and how many more per second (default %(default)s)")
+    flag(
+        "max-message-bytes",
+        _at_least_one,
+        "the largest request accepted, in bytes; a response may be up to 16 times that"
         " (default %(default)s)",
     )
-    parser.add_argument(
-        "--grace-seconds",
-        type=_seconds,
-        default=env("grace_seconds", Settings.grace_seconds),
+    flag("grace-seconds", _seconds)
+    flag("tls-cert", _readable_file, "PEM certificate chain: serve TLS (needs --tls-key)")
+    flag("tls-key", _readable_file, "its PEM private key")
+    flag(
+        "tls-client-ca",
+        _readable_file,
+        "PEM CA certificates: require client certificates signed by them (mutual TLS)",
     )
-    parser.add_argument(
-        "--tls-cert",
-        type=_readable_file,
-        default=env("tls_cert", ""),
-        help="PEM certificate chain: serve TLS (needs --tls-key)",
-    )
-    parser.add_argument(
-        "--tls-key", type=_readable_file, default=env("tls_key", ""), help="its PEM private key"
-    )
-    parser.add_argument(
-        "--tls-client-ca",
-        type=_readable_file,
-        default=env("tls_client_ca", ""),
-        help="PEM CA certificates: require client certificates signed by them (mutual TLS)",
-    )
-    parser.add_argument(
-        "--log-format",
-        type=_log_format,
-        default=env("log_format", "auto"),
-        help=f"{' | '.join(LOG_FORMATS)} (default %(default)s: console on a terminal)",
+    flag(
+        "log-format",
+        _log_format,
+        f"{' | '.join(LOG_FORMATS)} (default %(default)s: console on a terminal)",
     )
 
 
