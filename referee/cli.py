@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from referee.audit import audit_text, verdict_exit_status
+from referee.store.base import is_postgres_url
 
 # Below this many files a process pool costs more than it saves.
 _MIN_FILES_PER_JOB = 8
@@ -96,25 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(serve)
     export = commands.add_parser("export", help="print a stored game as pinochle-record/1")
     export.add_argument("game_id")
-    export.add_argument(
-        "--db",
-        default=os.environ.get("PINOCHLE_REFEREE_DB", "./data/referee.db"),
-        help="SQLite path or postgresql:// URL",
-    )
-    export.add_argument(
-        "--db-schema",
-        default=os.environ.get("PINOCHLE_REFEREE_DB_SCHEMA", ""),
-        help="PostgreSQL schema holding the tables (as for serve)",
-    )
+    _store_arguments(export)
     backup = commands.add_parser(
         "backup", help="copy the SQLite database, even while it is served, and check the copy"
     )
     backup.add_argument("destination", help="the new file to write (must not exist)")
-    backup.add_argument(
-        "--db",
-        default=os.environ.get("PINOCHLE_REFEREE_DB", "./data/referee.db"),
-        help="the SQLite database (as for serve)",
+    _store_arguments(backup, postgres=False)
+    downgrade = commands.add_parser(
+        "downgrade",
+        help="take the database back to an older schema, to start an older release again"
+        " (stop the servers first)",
     )
+    downgrade.add_argument(
+        "--to",
+        type=int,
+        required=True,
+        metavar="VERSION",
+        help="the schema version the older release knows (it names it when it refuses to start)",
+    )
+    _store_arguments(downgrade)
     verify = commands.add_parser(
         "verify-deal", help="check a deal against the commitment published when it was dealt"
     )
@@ -134,6 +135,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="the running server's creator credential, if it requires one",
     )
     return parser
+
+
+def _store_arguments(command: argparse.ArgumentParser, postgres: bool = True) -> None:
+    """``--db`` (and ``--db-schema``) as ``serve`` reads them, from the same variables."""
+    command.add_argument(
+        "--db",
+        default=os.environ.get("PINOCHLE_REFEREE_DB", "./data/referee.db"),
+        help="SQLite path or postgresql:// URL" if postgres else "the SQLite database",
+    )
+    if postgres:
+        command.add_argument(
+            "--db-schema",
+            default=os.environ.get("PINOCHLE_REFEREE_DB_SCHEMA", ""),
+            help="PostgreSQL schema holding the tables (as for serve)",
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -156,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(_export(args.game_id, args.db, args.db_schema))
     if args.command == "backup":
         return _backup(args.db, args.destination)
+    if args.command == "downgrade":
+        return asyncio.run(_downgrade(args.db, args.db_schema, args.to))
     if args.command == "verify-deal":
         return _verify_deal(args.commitment, args.salt, args.deal)
     if args.command == "demo":
@@ -183,7 +201,7 @@ async def _export(game_id: str, db: str, schema: str = "") -> int:
     from referee.service.games import GameManager  # noqa: PLC0415
     from referee.service.server import open_store  # noqa: PLC0415
 
-    if not db.startswith(("postgresql://", "postgres://")) and not Path(db).is_file():
+    if not is_postgres_url(db) and not Path(db).is_file():
         # Opening would create an empty database (and its directory) at a mistyped path.
         print(f"pinochle-referee: no database at {db}", file=sys.stderr)
         return 1
@@ -201,11 +219,34 @@ async def _export(game_id: str, db: str, schema: str = "") -> int:
         await store.close()
 
 
+async def _downgrade(db: str, schema: str, version: int) -> int:
+    from referee.store import postgres, sqlite  # noqa: PLC0415
+    from referee.store.base import StoreError  # noqa: PLC0415
+
+    try:
+        if is_postgres_url(db):
+            was = await postgres.PostgresStore(db, schema=schema or None).downgrade(version)
+        else:
+            was = sqlite.downgrade(db, version)
+    except StoreError as error:
+        print(f"pinochle-referee: {error}", file=sys.stderr)
+        return 1
+    where = f"{db}" + (f" schema {schema}" if schema and is_postgres_url(db) else "")
+    if was == version:
+        print(f"{where} has schema version {version} already")
+    else:
+        print(
+            f"downgraded {where} from schema version {was} to {version}: a release that knows"
+            f" schema {version} may serve it now (this one would migrate it forward again)"
+        )
+    return 0
+
+
 def _backup(db: str, destination: str) -> int:
     from referee.store.base import StoreError  # noqa: PLC0415
     from referee.store.sqlite import backup  # noqa: PLC0415
 
-    if db.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(db):
         print(
             "pinochle-referee: backup copies the embedded SQLite database; for PostgreSQL use"
             " pg_dump (for example: pg_dump --schema=SCHEMA URL > referee.sql)",

@@ -55,6 +55,7 @@ from referee.store.base import (
 from referee.store.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
 from referee.store.postgres import PostgresStore, describe
 from referee.store.sqlite import SCHEMA_VERSION, SqliteStore
+from referee.store.sqlite import downgrade as sqlite_downgrade
 
 REPO = Path(__file__).resolve().parent.parent
 POSTGRES_URL = os.environ.get(
@@ -1169,24 +1170,14 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
 
 
 # What undoes each SQLite migration (to the schema version before it).
-_SQLITE_UNDO = {
-    4: ("DROP INDEX games_ended_with_responses", "ALTER TABLE games DROP COLUMN responses_kept"),
-    3: ("DROP INDEX games_active_since", "ALTER TABLE games DROP COLUMN last_active_at"),
-    2: ("ALTER TABLE games DROP COLUMN log_seq",),
-}
-
-
 def _downgrade_sqlite(path: Path, version: int, *statements: str) -> None:
-    """Make a current database look like one of schema ``version``: undo the migrations after
-    it, then run ``statements`` (what that version left in the rows)."""
+    """Take a current database back to schema ``version`` (the product's ``downgrade``), then
+    run ``statements`` (what that version left in the rows)."""
+    sqlite_downgrade(path, version)
     conn = sqlite3.connect(path)
     try:
-        for undone in range(SCHEMA_VERSION, version, -1):
-            for statement in _SQLITE_UNDO[undone]:
-                conn.execute(statement)
         for statement in statements:
             conn.execute(statement)
-        conn.execute(f"PRAGMA user_version = {version}")
         conn.commit()
     finally:
         conn.close()
@@ -1268,14 +1259,8 @@ async def test_sqlite_migrates_a_version_3_database(tmp_path: Path) -> None:
 
 
 async def _downgrade_postgres_to_1(schema: str) -> None:
-    """Make a current schema look like schema 1: undo migrations 2 to 5."""
-    for statement in (
-        "DROP INDEX games_ended_with_responses",
-        "ALTER TABLE games DROP COLUMN responses_kept",
-        "ALTER TABLE games DROP COLUMN last_active_at",
-        "DELETE FROM schema_migrations WHERE version >= 2",
-    ):
-        await postgres_sql(schema, statement)
+    """Take a current schema back to version 1 (the product's ``downgrade``)."""
+    assert await PostgresStore(POSTGRES_URL, schema=schema).downgrade(1) == PG_SCHEMA_VERSION
 
 
 async def test_postgres_migrates_a_version_1_schema(postgres_url: str) -> None:

@@ -47,7 +47,7 @@ from referee.service.games import (
 )
 from referee.service.limits import MIN_RATE
 from referee.service.servicers import RefereeServicer, RulesServicer
-from referee.store.base import GameStore, StoreError
+from referee.store.base import GameStore, StoreError, is_postgres_url
 
 ENV_PREFIX = "PINOCHLE_REFEREE_"
 # follow_store_health: a store read that takes longer counts as unreachable.
@@ -713,7 +713,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
 def open_store(db: str, schema: str = "") -> GameStore:
     """The store ``db`` names: a PostgreSQL URL, or else a SQLite file."""
-    if db.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(db):
         from referee.store.postgres import PostgresStore  # noqa: PLC0415
 
         return PostgresStore(db, schema=schema or None)
@@ -925,7 +925,7 @@ async def _serve_on(
         keep_responses=settings.keep_responses_seconds,
         refusal_rate=settings.refusal_rate,
         refusal_burst=settings.refusal_burst,
-        shared_store=settings.db.startswith(("postgresql://", "postgres://")),
+        shared_store=is_postgres_url(settings.db),
     )
     await games.recount_active_games()
     pb_grpc.add_RefereeServiceServicer_to_server(RefereeServicer(games), server)

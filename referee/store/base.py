@@ -27,6 +27,11 @@ from typing import NamedTuple, Protocol
 import orjson
 
 
+def is_postgres_url(db: str) -> bool:
+    """Whether ``--db`` names a PostgreSQL database (a URL) rather than a SQLite file."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
 class StoreError(Exception):
     """A storage failure (not a client mistake)."""
 

@@ -179,6 +179,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+# What takes a schema back to an older version (``downgrade``), so that an older release can
+# be started again after an upgrade: DOWNGRADES[v] undoes MIGRATIONS[v], from version v + 1 to
+# v. Values a newer version filled in columns the older one has stay as they are (they are
+# valid there). Version 1 is as far back as it goes: undoing it would delete every game.
+DOWNGRADES: tuple[tuple[str, ...], ...] = (
+    (),
+    ("ALTER TABLE games DROP COLUMN last_active_at",),
+    ("DROP INDEX games_active_since",),
+    ("ALTER TABLE games DROP COLUMN responses_kept",),
+    ("DROP INDEX games_ended_with_responses",),
+)
 
 # The first key of the migration lock (pg_advisory_xact_lock(int, int)); the second is the
 # schema name's hash, so stores of different schemas do not wait for each other.
@@ -437,6 +448,68 @@ class PostgresStore:
                     "INSERT INTO schema_migrations (version) VALUES (%s)", (current + 1,)
                 )
                 log.info("applied migration %d to schema %s", current + 1, schema)
+
+    async def downgrade(self, version: int) -> int:
+        """Take the schema back to ``version`` (1 or more) in one transaction, under the
+        migration lock; return the version it had. Call it instead of ``open()``, with every
+        replica stopped: an older release refuses a newer schema, so rolling a release back
+        needs this, run with the newer release, which knows how to undo its own migrations.
+        Starting the newer release again migrates the schema forward.
+
+        Within the session's lock timeout (``SESSION_LIMITS``): a replica still serving holds
+        locks on the games table, and the downgrade fails rather than wait behind it.
+        """
+        if version < 1:
+            raise StoreError(f"schema version {version}: a schema goes back to version 1 at most")
+        try:
+            self._conninfo = with_liveness(self.url)
+            async with await self._connect() as conn:
+                await self._configure(conn)
+                async with conn.transaction():
+                    cursor = await conn.execute("SELECT current_schema()")
+                    row = await cursor.fetchone()
+                    schema = row[0] if row else None
+                    if schema is None:
+                        raise StoreError(
+                            f"{describe(self.url)}: no schema to downgrade"
+                            " (the search_path names no existing schema)"
+                        )
+                    await conn.execute(
+                        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (MIGRATION_LOCK, schema)
+                    )
+                    cursor = await conn.execute(
+                        "SELECT to_regclass('schema_migrations') IS NOT NULL"
+                    )
+                    row = await cursor.fetchone()
+                    current = 0
+                    if row and row[0]:
+                        cursor = await conn.execute(
+                            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
+                        )
+                        row = await cursor.fetchone()
+                        current = int(row[0]) if row else 0
+                    where = f"{describe(self.url)} schema {schema!r}"
+                    if current > SCHEMA_VERSION:
+                        raise StoreError(
+                            f"{where} has schema version {current}; this code knows"
+                            f" {SCHEMA_VERSION}: downgrade it with the release that made it"
+                        )
+                    if version > current:
+                        raise StoreError(
+                            f"{where} has schema version {current}; a downgrade goes to an"
+                            " older one (serve migrates a schema forward)"
+                        )
+                    for undone in range(current - 1, version - 1, -1):
+                        for statement in DOWNGRADES[undone]:
+                            await conn.execute(statement)
+                    await conn.execute(
+                        "DELETE FROM schema_migrations WHERE version > %s", (version,)
+                    )
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"cannot downgrade PostgreSQL at {describe(self.url)}: {_one_line(exc)}"
+            ) from exc
+        return current
 
     # -- running work ---------------------------------------------------------------------
 

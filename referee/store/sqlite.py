@@ -159,6 +159,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+# What takes a database back to an older schema (``downgrade``), so that an older release can
+# be started again after an upgrade: DOWNGRADES[v] undoes MIGRATIONS[v], from schema v + 1 to
+# v. Values the newer schema filled in columns the older one has stay as they are (they are
+# valid there). Schema 1 is as far back as it goes: undoing it would delete every game.
+DOWNGRADES: tuple[tuple[str, ...], ...] = (
+    (),
+    ("ALTER TABLE games DROP COLUMN log_seq",),
+    ("DROP INDEX games_active_since", "ALTER TABLE games DROP COLUMN last_active_at"),
+    ("DROP INDEX games_ended_with_responses", "ALTER TABLE games DROP COLUMN responses_kept"),
+)
 
 DEFAULT_MAX_BATCH = 64
 DEFAULT_READERS = 4
@@ -963,6 +973,50 @@ class BackupReport:
     @property
     def sound(self) -> bool:
         return self.integrity == "ok" and not self.broken_audit_logs
+
+
+def downgrade(path: str | Path, version: int) -> int:
+    """Take the database at ``path`` back to schema ``version`` (1 or more) in one
+    transaction; return the schema it had. Stop the servers using it first.
+
+    An older release refuses a newer schema ("has schema version 4; this code knows 3"), so
+    rolling a release back needs this, run with the newer release, which knows how to undo its
+    own migrations. Starting the newer release again migrates the database forward, as on its
+    first start.
+    """
+    path = Path(path)
+    if version < 1:
+        raise StoreError(f"schema {version}: a database goes back to schema 1 at most")
+    if not path.is_file():
+        raise StoreError(f"no database at {path}")
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            (current,) = conn.execute("PRAGMA user_version").fetchone()
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{path} has schema version {current}; this code knows {SCHEMA_VERSION}:"
+                    " downgrade it with the release that made it"
+                )
+            if version > current:
+                raise StoreError(
+                    f"{path} has schema version {current}; a downgrade goes to an older one"
+                    " (serve migrates a database forward)"
+                )
+            for undone in range(current - 1, version - 1, -1):
+                for statement in DOWNGRADES[undone]:
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {int(version)}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot downgrade {path}: {exc}") from exc
+    finally:
+        conn.close()
+    return int(current)
 
 
 def backup(source: str | Path, destination: str | Path) -> BackupReport:

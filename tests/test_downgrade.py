@@ -1,0 +1,302 @@
+"""``pinochle-referee downgrade``: taking a database back to an older schema, so that an older
+release can be started again after an upgrade (an older release refuses a newer schema).
+
+For every version the stores know, a downgraded database must have exactly the schema that
+release's migrations make (columns, indexes, the recorded version: what an older release
+would find), keep every game, and migrate forward again when the current release opens it,
+its games playing on. Both stores (PostgreSQL skipped, with the reason, where unreachable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from referee.cli import main
+from referee.store import postgres as postgres_store
+from referee.store import sqlite as sqlite_store
+from referee.store.base import GameStore, StoreError
+from referee.store.postgres import PostgresStore
+from referee.store.sqlite import SqliteStore
+from tests.test_store import (
+    POSTGRES_URL,
+    commit_many,
+    make_commit,
+    new_game,
+    pg_rows,
+    postgres_marks,
+    postgres_schema,
+    postgres_sql,
+)
+
+SQLITE_VERSIONS = range(1, sqlite_store.SCHEMA_VERSION)
+POSTGRES_VERSIONS = range(1, postgres_store.SCHEMA_VERSION)
+
+
+async def _games(store: GameStore) -> None:
+    """Three games: one played on, one just created, one over."""
+    await new_game(store, "played")
+    await commit_many(store, "played", 3)
+    await new_game(store, "fresh", created_at=1_650_000_000.0)
+    await new_game(store, "ended")
+    await commit_many(store, "ended", 1)
+    await store.commit(make_commit("ended", 1, over=True))
+
+
+async def _contents(store: GameStore) -> dict[str, object]:
+    """What the games hold that no migration may change: logs, audit logs, versions."""
+    found: dict[str, object] = {}
+    for game_id in ("played", "fresh", "ended"):
+        record = await store.get_game(game_id)
+        found[game_id] = (
+            record.version,
+            record.over,
+            await store.load_log(game_id),
+            await store.audit_log(game_id),
+        )
+    return found
+
+
+async def _plays_on(store: GameStore) -> None:
+    await store.commit(make_commit("played", 3))
+    assert (await store.get_game("played")).version == 4
+    for game_id in ("played", "fresh", "ended"):
+        assert (await store.verify_audit_log(game_id)).intact
+
+
+# -- SQLite ----------------------------------------------------------------------------------
+
+
+def _sqlite_schema(path: Path) -> dict[str, object]:
+    """Tables with their columns (name, type, not null, default, key), indexes with their SQL,
+    and the recorded version. A table's CREATE text is left out: SQLite edits it in place on
+    ADD and DROP COLUMN, so it differs in layout from one made at once."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+            )
+        ]
+        return {
+            "columns": {
+                table: [row[1:] for row in conn.execute(f"PRAGMA table_info({table})")]
+                for table in tables
+            },
+            "indexes": conn.execute(
+                "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index' ORDER BY name"
+            ).fetchall(),
+            "version": conn.execute("PRAGMA user_version").fetchone()[0],
+        }
+    finally:
+        conn.close()
+
+
+async def _sqlite_made_at(path: Path, version: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new database made by the migrations up to ``version`` (the older release's)."""
+    with monkeypatch.context() as older:
+        older.setattr(sqlite_store, "MIGRATIONS", sqlite_store.MIGRATIONS[:version])
+        older.setattr(sqlite_store, "SCHEMA_VERSION", version)
+        store = SqliteStore(path)
+        await store.open()
+        await store.close()
+
+
+@pytest.mark.parametrize("version", SQLITE_VERSIONS)
+async def test_sqlite_downgrade_gives_the_older_schema_and_keeps_every_game(
+    tmp_path: Path, version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "referee.db"
+    store = SqliteStore(path)
+    await store.open()
+    await _games(store)
+    before = await _contents(store)
+    await store.close()
+
+    assert sqlite_store.downgrade(path, version) == sqlite_store.SCHEMA_VERSION
+    await _sqlite_made_at(tmp_path / "older.db", version, monkeypatch)
+    assert _sqlite_schema(path) == _sqlite_schema(tmp_path / "older.db")
+
+    again = SqliteStore(path)  # the current release migrates it forward
+    await again.open()
+    try:
+        assert await _contents(again) == before
+        await _plays_on(again)
+    finally:
+        await again.close()
+    assert _sqlite_schema(path)["version"] == sqlite_store.SCHEMA_VERSION
+
+
+async def test_sqlite_downgrade_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    path = tmp_path / "referee.db"
+    with pytest.raises(StoreError, match="no database at"):
+        sqlite_store.downgrade(path, 1)
+    store = SqliteStore(path)
+    await store.open()
+    await _games(store)
+    await store.close()
+    current = sqlite_store.SCHEMA_VERSION
+    with pytest.raises(StoreError, match="goes back to schema 1 at most"):
+        sqlite_store.downgrade(path, 0)
+    with pytest.raises(StoreError, match=f"has schema version {current}; a downgrade goes to"):
+        sqlite_store.downgrade(path, current + 1)
+    assert sqlite_store.downgrade(path, current) == current  # nothing to do
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {current + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match="downgrade it with the release that made it"):
+        sqlite_store.downgrade(path, 1)
+    assert _sqlite_schema(path)["version"] == current + 1  # refused: nothing changed
+
+
+async def test_a_failed_sqlite_downgrade_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The steps run in one transaction: one that fails leaves the database as it was."""
+    path = tmp_path / "referee.db"
+    store = SqliteStore(path)
+    await store.open()
+    await _games(store)
+    await store.close()
+    before = _sqlite_schema(path)
+    steps = list(sqlite_store.DOWNGRADES)
+    steps[1] = (*steps[1], "DROP TABLE no_such_table")
+    monkeypatch.setattr(sqlite_store, "DOWNGRADES", tuple(steps))
+    with pytest.raises(StoreError, match="no such table"):
+        sqlite_store.downgrade(path, 1)
+    assert _sqlite_schema(path) == before
+
+
+async def test_the_downgrade_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``pinochle-referee downgrade --to N --db PATH``: says what it did; exit 1 naming the
+    reason when it cannot."""
+    path = tmp_path / "referee.db"
+    assert await _run_main(["downgrade", "--to", "1", "--db", str(path)]) == 1
+    assert f"no database at {path}" in capsys.readouterr().err
+    store = SqliteStore(path)
+    await store.open()
+    await store.close()
+    current = sqlite_store.SCHEMA_VERSION
+    assert await _run_main(["downgrade", "--to", str(current - 1), "--db", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"downgraded {path} from schema version {current} to {current - 1}: a release that knows"
+        f" schema {current - 1} may serve it now (this one would migrate it forward again)\n"
+    )
+    assert await _run_main(["downgrade", "--to", str(current - 1), "--db", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path} has schema version {current - 1} already\n"
+    assert await _run_main(["downgrade", "--to", str(current), "--db", str(path)]) == 1
+    assert "a downgrade goes to an older one" in capsys.readouterr().err
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+
+
+async def _postgres_schema_of(schema: str) -> dict[str, object]:
+    """Columns (name, type, nullable, default) per table, index definitions, and the recorded
+    versions; the schema's own name taken out of the definitions."""
+    columns = await pg_rows(
+        schema,
+        "SELECT table_name, column_name, data_type, is_nullable, column_default"
+        " FROM information_schema.columns WHERE table_schema = current_schema()"
+        " ORDER BY table_name, ordinal_position",
+    )
+    indexes = await pg_rows(
+        schema,
+        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()"
+        " ORDER BY indexname",
+    )
+    versions = await pg_rows(schema, "SELECT version FROM schema_migrations ORDER BY version")
+    own = re.compile(rf"\b{re.escape(schema)}\.")
+    return {
+        "columns": columns,
+        "indexes": [(name, own.sub("", str(definition))) for name, definition in indexes],
+        "versions": versions,
+    }
+
+
+@pytest.mark.parametrize(
+    "version", [pytest.param(v, marks=postgres_marks()) for v in POSTGRES_VERSIONS]
+)
+async def test_postgres_downgrade_gives_the_older_schema_and_keeps_every_game(
+    version: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with postgres_schema() as schema, postgres_schema() as older:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await _games(store)
+        before = await _contents(store)
+        await store.close()
+
+        downgrading = PostgresStore(POSTGRES_URL, schema=schema)
+        assert await downgrading.downgrade(version) == postgres_store.SCHEMA_VERSION
+        with monkeypatch.context() as release:
+            release.setattr(postgres_store, "MIGRATIONS", postgres_store.MIGRATIONS[:version])
+            release.setattr(postgres_store, "SCHEMA_VERSION", version)
+            made = PostgresStore(POSTGRES_URL, schema=older)
+            await made.open()
+            await made.close()
+        assert await _postgres_schema_of(schema) == await _postgres_schema_of(older)
+
+        again = PostgresStore(POSTGRES_URL, schema=schema)
+        await again.open()
+        try:
+            assert await _contents(again) == before
+            await _plays_on(again)
+        finally:
+            await again.close()
+        versions = await pg_rows(schema, "SELECT version FROM schema_migrations")
+        assert len(versions) == postgres_store.SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("database", [pytest.param("postgres", marks=postgres_marks())])
+async def test_postgres_downgrade_refuses_what_it_cannot_do(database: str) -> None:
+    current = postgres_store.SCHEMA_VERSION
+    with postgres_schema() as schema:
+        with pytest.raises(StoreError, match="a downgrade goes to an older one"):
+            await PostgresStore(POSTGRES_URL, schema=schema).downgrade(1)  # no tables yet
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await store.close()
+        with pytest.raises(StoreError, match="goes back to version 1 at most"):
+            await PostgresStore(POSTGRES_URL, schema=schema).downgrade(0)
+        with pytest.raises(StoreError, match=f"has schema version {current}; a downgrade"):
+            await PostgresStore(POSTGRES_URL, schema=schema).downgrade(current + 1)
+        assert await PostgresStore(POSTGRES_URL, schema=schema).downgrade(current) == current
+        await postgres_sql(
+            schema, "INSERT INTO schema_migrations (version) VALUES (?)", (current + 1,)
+        )
+        with pytest.raises(StoreError, match="downgrade it with the release that made it"):
+            await PostgresStore(POSTGRES_URL, schema=schema).downgrade(1)
+        assert len(await pg_rows(schema, "SELECT version FROM schema_migrations")) == current + 1
+    with pytest.raises(StoreError, match="no schema to downgrade"):
+        await PostgresStore(POSTGRES_URL, schema="no_such_schema_here").downgrade(1)
+
+
+@pytest.mark.parametrize("database", [pytest.param("postgres", marks=postgres_marks())])
+async def test_the_downgrade_command_on_postgres(
+    database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    current = postgres_store.SCHEMA_VERSION
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await store.close()
+        args = ["downgrade", "--to", "2", "--db", POSTGRES_URL, "--db-schema", schema]
+        assert await _run_main(args) == 0
+        assert capsys.readouterr().out.startswith(
+            f"downgraded {POSTGRES_URL} schema {schema} from schema version {current} to 2: "
+        )
+        versions = await pg_rows(schema, "SELECT version FROM schema_migrations ORDER BY 1")
+        assert versions == [(1,), (2,)]
+
+
+async def _run_main(args: list[str]) -> int:
+    """``main`` runs its own event loop: from a test's loop, in a thread."""
+
+    return await asyncio.to_thread(main, args)
