@@ -61,11 +61,18 @@ async def _contents(store: GameStore) -> dict[str, object]:
     return found
 
 
-async def _plays_on(store: GameStore) -> None:
-    await store.commit(make_commit("played", 3))
-    assert (await store.get_game("played")).version == 4
-    for game_id in ("played", "fresh", "ended"):
-        assert (await store.verify_audit_log(game_id)).intact
+async def _forward_again(store: GameStore, before: dict[str, object]) -> None:
+    """The current release opens the downgraded database (migrating it forward): every game
+    is as it was, and plays on."""
+    await store.open()
+    try:
+        assert await _contents(store) == before
+        await store.commit(make_commit("played", 3))
+        assert (await store.get_game("played")).version == 4
+        for game_id in ("played", "fresh", "ended"):
+            assert (await store.verify_audit_log(game_id)).intact
+    finally:
+        await store.close()
 
 
 # -- SQLite ----------------------------------------------------------------------------------
@@ -122,13 +129,7 @@ async def test_sqlite_downgrade_gives_the_older_schema_and_keeps_every_game(
     await _sqlite_made_at(tmp_path / "older.db", version, monkeypatch)
     assert _sqlite_schema(path) == _sqlite_schema(tmp_path / "older.db")
 
-    again = SqliteStore(path)  # the current release migrates it forward
-    await again.open()
-    try:
-        assert await _contents(again) == before
-        await _plays_on(again)
-    finally:
-        await again.close()
+    await _forward_again(SqliteStore(path), before)
     assert _sqlite_schema(path)["version"] == sqlite_store.SCHEMA_VERSION
 
 
@@ -141,7 +142,7 @@ async def test_sqlite_downgrade_refuses_what_it_cannot_do(tmp_path: Path) -> Non
     await _games(store)
     await store.close()
     current = sqlite_store.SCHEMA_VERSION
-    with pytest.raises(StoreError, match="goes back to schema 1 at most"):
+    with pytest.raises(StoreError, match="goes back to version 1 at most"):
         sqlite_store.downgrade(path, 0)
     with pytest.raises(StoreError, match=f"has schema version {current}; a downgrade goes to"):
         sqlite_store.downgrade(path, current + 1)
@@ -243,13 +244,7 @@ async def test_postgres_downgrade_gives_the_older_schema_and_keeps_every_game(
             await made.close()
         assert await _postgres_schema_of(schema) == await _postgres_schema_of(older)
 
-        again = PostgresStore(POSTGRES_URL, schema=schema)
-        await again.open()
-        try:
-            assert await _contents(again) == before
-            await _plays_on(again)
-        finally:
-            await again.close()
+        await _forward_again(PostgresStore(POSTGRES_URL, schema=schema), before)
         versions = await pg_rows(schema, "SELECT version FROM schema_migrations")
         assert len(versions) == postgres_store.SCHEMA_VERSION
 
@@ -274,7 +269,7 @@ async def test_postgres_downgrade_refuses_what_it_cannot_do(database: str) -> No
         with pytest.raises(StoreError, match="downgrade it with the release that made it"):
             await PostgresStore(POSTGRES_URL, schema=schema).downgrade(1)
         assert len(await pg_rows(schema, "SELECT version FROM schema_migrations")) == current + 1
-    with pytest.raises(StoreError, match="no schema to downgrade"):
+    with pytest.raises(StoreError, match="no schema 'no_such_schema_here' to downgrade"):
         await PostgresStore(POSTGRES_URL, schema="no_such_schema_here").downgrade(1)
 
 

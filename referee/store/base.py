@@ -27,6 +27,23 @@ from typing import NamedTuple, Protocol
 import orjson
 
 
+def check_downgrade(where: str, current: int, version: int, known: int) -> None:
+    """Refuse a downgrade of ``where`` (at schema ``current``) to ``version`` that this code,
+    which knows schemas up to ``known``, cannot make (both stores' ``downgrade``)."""
+    if version < 1:
+        raise StoreError(f"schema version {version}: a database goes back to version 1 at most")
+    if current > known:
+        raise StoreError(
+            f"{where} has schema version {current}; this code knows {known}:"
+            " downgrade it with the release that made it"
+        )
+    if version > current:
+        raise StoreError(
+            f"{where} has schema version {current}; a downgrade goes to an older one"
+            " (serve migrates a database forward)"
+        )
+
+
 def is_postgres_url(db: str) -> bool:
     """Whether ``--db`` names a PostgreSQL database (a URL) rather than a SQLite file."""
     return db.startswith(("postgresql://", "postgres://"))

@@ -66,6 +66,7 @@ from referee.store.base import (
     StoreError,
     UnknownGame,
     VersionConflict,
+    check_downgrade,
 )
 from referee.store.sqlite import (
     _AUDIT_COLUMNS,
@@ -393,6 +394,31 @@ class PostgresStore:
                 sql.SQL("SET {} = {}").format(sql.Identifier(setting), sql.Literal(value))
             )
 
+    async def _lock_migrations(self, conn: Connection, purpose: str) -> str:
+        """The schema's name (``self.schema``, else the connection's current one), with the
+        migration lock taken for the rest of the transaction (migrations and downgrades of
+        one schema run one at a time, whatever the process)."""
+        schema = self.schema
+        if schema is None:
+            cursor = await conn.execute("SELECT current_schema()")
+            row = await cursor.fetchone()
+            schema = row[0] if row else None
+            if schema is None:
+                raise StoreError(
+                    f"{describe(self.url)}: no schema {purpose}"
+                    " (search_path names no existing schema)"
+                )
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (MIGRATION_LOCK, schema)
+        )
+        return schema
+
+    @staticmethod
+    async def _schema_version(conn: Connection) -> int:
+        cursor = await conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
     async def _migrate(self, conn: Connection) -> str:
         """Apply the missing migrations, one transaction each; return the schema's name.
 
@@ -403,20 +429,7 @@ class PostgresStore:
             async with conn.transaction():
                 await conn.execute("SET LOCAL statement_timeout = 0")
                 await conn.execute("SET LOCAL lock_timeout = 0")
-                schema = self.schema
-                if schema is None:
-                    cursor = await conn.execute("SELECT current_schema()")
-                    row = await cursor.fetchone()
-                    schema = row[0] if row else None
-                    if schema is None:
-                        raise StoreError(
-                            f"{describe(self.url)}: no schema to create the tables in"
-                            " (search_path names no existing schema)"
-                        )
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                    (MIGRATION_LOCK, schema),
-                )
+                schema = await self._lock_migrations(conn, "to create the tables in")
                 if self.schema is not None:
                     cursor = await conn.execute(
                         "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
@@ -430,11 +443,7 @@ class PostgresStore:
                     " version integer PRIMARY KEY,"
                     " applied_at timestamptz NOT NULL DEFAULT now())"
                 )
-                cursor = await conn.execute(
-                    "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
-                )
-                row = await cursor.fetchone()
-                current = int(row[0]) if row else 0
+                current = await self._schema_version(conn)
                 if current > SCHEMA_VERSION:
                     raise StoreError(
                         f"{describe(self.url)} schema {schema!r} has schema version"
@@ -459,46 +468,24 @@ class PostgresStore:
         Within the session's lock timeout (``SESSION_LIMITS``): a replica still serving holds
         locks on the games table, and the downgrade fails rather than wait behind it.
         """
-        if version < 1:
-            raise StoreError(f"schema version {version}: a schema goes back to version 1 at most")
+        where = describe(self.url)
         try:
             self._conninfo = with_liveness(self.url)
             async with await self._connect() as conn:
                 await self._configure(conn)
                 async with conn.transaction():
-                    cursor = await conn.execute("SELECT current_schema()")
-                    row = await cursor.fetchone()
-                    schema = row[0] if row else None
-                    if schema is None:
-                        raise StoreError(
-                            f"{describe(self.url)}: no schema to downgrade"
-                            " (the search_path names no existing schema)"
-                        )
-                    await conn.execute(
-                        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (MIGRATION_LOCK, schema)
+                    schema = await self._lock_migrations(conn, "to downgrade")
+                    cursor = await conn.execute(
+                        "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
                     )
+                    if await cursor.fetchone() is None:
+                        raise StoreError(f"{where}: no schema {schema!r} to downgrade")
                     cursor = await conn.execute(
                         "SELECT to_regclass('schema_migrations') IS NOT NULL"
                     )
                     row = await cursor.fetchone()
-                    current = 0
-                    if row and row[0]:
-                        cursor = await conn.execute(
-                            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations"
-                        )
-                        row = await cursor.fetchone()
-                        current = int(row[0]) if row else 0
-                    where = f"{describe(self.url)} schema {schema!r}"
-                    if current > SCHEMA_VERSION:
-                        raise StoreError(
-                            f"{where} has schema version {current}; this code knows"
-                            f" {SCHEMA_VERSION}: downgrade it with the release that made it"
-                        )
-                    if version > current:
-                        raise StoreError(
-                            f"{where} has schema version {current}; a downgrade goes to an"
-                            " older one (serve migrates a schema forward)"
-                        )
+                    current = await self._schema_version(conn) if row and row[0] else 0
+                    check_downgrade(f"{where} schema {schema!r}", current, version, SCHEMA_VERSION)
                     for undone in range(current - 1, version - 1, -1):
                         for statement in DOWNGRADES[undone]:
                             await conn.execute(statement)

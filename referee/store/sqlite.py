@@ -67,6 +67,7 @@ from referee.store.base import (
     StoreError,
     UnknownGame,
     VersionConflict,
+    check_downgrade,
     compact_json,
 )
 
@@ -985,8 +986,6 @@ def downgrade(path: str | Path, version: int) -> int:
     first start.
     """
     path = Path(path)
-    if version < 1:
-        raise StoreError(f"schema {version}: a database goes back to schema 1 at most")
     if not path.is_file():
         raise StoreError(f"no database at {path}")
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
@@ -994,16 +993,7 @@ def downgrade(path: str | Path, version: int) -> int:
         conn.execute("BEGIN IMMEDIATE")
         try:
             (current,) = conn.execute("PRAGMA user_version").fetchone()
-            if current > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{path} has schema version {current}; this code knows {SCHEMA_VERSION}:"
-                    " downgrade it with the release that made it"
-                )
-            if version > current:
-                raise StoreError(
-                    f"{path} has schema version {current}; a downgrade goes to an older one"
-                    " (serve migrates a database forward)"
-                )
+            check_downgrade(str(path), current, version, SCHEMA_VERSION)
             for undone in range(current - 1, version - 1, -1):
                 for statement in DOWNGRADES[undone]:
                     conn.execute(statement)
