@@ -12,7 +12,7 @@ import random
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,7 +24,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
-from pinochle_client import RefereeError
+from pinochle_client import RefereeClient, RefereeError, SeatSession, Session
 from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -49,6 +49,7 @@ from tests.service_helpers import (
     Served,
     Table,
     bearer,
+    free_port,
     health_stub,
     log_lines,
     new_table,
@@ -1686,3 +1687,53 @@ async def _first(stream: Any) -> Any:
 
 async def _drain(stream: Any) -> list[Any]:
     return [item async for item in stream]
+
+
+# ----------------------------------------------------------------------------------------------
+# The Python client's errors
+
+
+async def test_every_client_call_raises_referee_error(tmp_path: Path) -> None:
+    """Was: ``list_variants`` and ``audit_records`` let gRPC's own error through, where every
+    other call raises RefereeError, so a caller branching on RefereeError missed them. Every
+    public call of the client and its sessions, against an address where nothing listens,
+    raises RefereeError UNAVAILABLE (the table must name every public call)."""
+
+    async def first(stream: AsyncIterator[Any]) -> Any:
+        return await anext(stream)
+
+    async with RefereeClient(f"127.0.0.1:{free_port()}", retries=False) as client:
+        seat = client.seat("g", "token")
+        calls: dict[str, Callable[[], Awaitable[Any]]] = {
+            "create_game": lambda: client.create_game("partnership"),
+            "list_variants": client.list_variants,
+            "audit_records": lambda: first(client.audit_records(["{}"])),
+            "score_meld": lambda: client.score_meld("partnership", ["AH"], "H"),
+            "legal_plays": lambda: client.legal_plays("partnership", ["AH"], [], "H"),
+            "trick_winner": lambda: client.trick_winner("partnership", ["AH", "9H"], "H"),
+            "trick_points": lambda: client.trick_points("partnership", ["AH", "9H"]),
+            "score_hand": lambda: client.score_hand(
+                "partnership", meld=[0, 0, 0, 0], points=[250, 0], bid=250, declarer=0
+            ),
+            "view": seat.view,
+            "export": seat.export,
+            "audit_log": seat.audit_log,
+            "check_audit_log": seat.check_audit_log,
+            "verify_audit_log": seat.verify_audit_log,
+            "watch": lambda: first(seat.watch(0)),
+            "legal_actions": seat.legal_actions,
+            "submit": lambda: seat.submit({"type": "pass"}),
+        }
+        public = {
+            name
+            for kind in (RefereeClient, SeatSession)
+            for name, member in vars(kind).items() | vars(Session).items()
+            if not name.startswith("_")
+            and name not in {"close", "session", "seat"}
+            and callable(member)
+        }
+        assert public == set(calls)
+        for name, call in calls.items():
+            with pytest.raises(RefereeError) as raised:
+                await asyncio.wait_for(call(), 20)
+            assert raised.value.code == grpc.StatusCode.UNAVAILABLE, name

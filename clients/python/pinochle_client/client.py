@@ -282,25 +282,30 @@ class RefereeClient:
         return SeatSession(self, game_id, token)
 
     async def list_variants(self) -> list[dict[str, Any]]:
-        response = await self.referee.ListVariants(pb.ListVariantsRequest())
+        """Every variant with its options (OPTIONS.md); a failure raises RefereeError."""
+        response = await self._ask(self.referee.ListVariants(pb.ListVariantsRequest()))
         return [MessageToDict(v, preserving_proto_field_name=True) for v in response.variants]
 
     async def audit_records(
         self, records: Sequence[str], keep_going: bool = False
     ) -> AsyncIterator[dict[str, Any]]:
+        """One verdict per record (GAME_RECORD.md §2); a failure raises RefereeError."""
         request = pb.AuditRecordsRequest(records=list(records), keep_going=keep_going)
-        async for item in self.referee.AuditRecords(request):
-            yield struct_to_dict(item.verdict)
-
-    # Rules queries (RulesService): stateless, no token.
+        try:
+            async for item in self.referee.AuditRecords(request):
+                yield struct_to_dict(item.verdict)
+        except grpc.RpcError as error:
+            raise RefereeError(error) from None
 
     @staticmethod
     async def _ask(call: Awaitable[T]) -> T:
-        """A rules call's answer; a refusal raises RefereeError."""
+        """The answer of a call that needs no game; a refusal raises RefereeError."""
         try:
             return await call
         except grpc.RpcError as error:
             raise RefereeError(error) from None
+
+    # Rules queries (RulesService): stateless, no token.
 
     async def score_meld(
         self,
