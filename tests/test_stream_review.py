@@ -14,7 +14,7 @@ import gc
 import json
 import random
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -1000,7 +1000,8 @@ async def test_a_client_works_again_soon_after_its_server_is_back(tmp_path: Path
 async def test_the_clients_reconnect_backoff_is_capped_by_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The default cap reaches the channel: 5 s, gRPC's first backoff (1 s) kept below it."""
+    """The default cap reaches the channel: 5 s, gRPC's first backoff (1 s) kept below it;
+    None leaves gRPC's own backoff."""
     seen: list[list[tuple[str, object]]] = []
 
     def channel(target: str, options: list[tuple[str, object]]) -> grpc.aio.Channel:
@@ -1011,5 +1012,52 @@ async def test_the_clients_reconnect_backoff_is_capped_by_default(
     monkeypatch.setattr(grpc.aio, "insecure_channel", channel)
     await RefereeClient("127.0.0.1:1").close()
     await RefereeClient("127.0.0.1:1", max_reconnect_backoff_seconds=0.25).close()
-    assert [dict(options)["grpc.max_reconnect_backoff_ms"] for options in seen] == [5000, 250]
-    assert [dict(options)["grpc.initial_reconnect_backoff_ms"] for options in seen] == [1000, 250]
+    await RefereeClient("127.0.0.1:1", max_reconnect_backoff_seconds=None).close()
+    backoff = [
+        {name: value for name, value in options if "reconnect_backoff" in name} for options in seen
+    ]
+    assert backoff == [
+        {"grpc.max_reconnect_backoff_ms": 5000, "grpc.initial_reconnect_backoff_ms": 1000},
+        {"grpc.max_reconnect_backoff_ms": 250, "grpc.initial_reconnect_backoff_ms": 250},
+        {},  # gRPC's own
+    ]
+
+
+async def test_unary_calls_have_a_deadline_and_watches_none(tmp_path: Path) -> None:
+    """Was: the Python client's calls had no deadline (the Node client's have 30 s), so a call
+    on a connection gone silent waited until keepalive gave up on it, and one to a server that
+    never answered waited for ever. Each unary call now has ``deadline_seconds`` (30 by
+    default; 0.5 here, keepalive off so only the deadline can end it), and fails
+    DEADLINE_EXCEEDED past it, retries included; a watch, which lasts as long as its game,
+    outlives it."""
+    rng = random.Random(8)
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="deadlines")
+        async with (
+            SilentNetwork(srv.running.port) as network,
+            RefereeClient(
+                f"127.0.0.1:{network.port}", keepalive_seconds=None, deadline_seconds=0.5
+            ) as far,
+        ):
+            seat = far.seat(table.game_id, table.seat_tokens[1])
+            watched: list[dict[str, Any]] = []
+            watch = asyncio.ensure_future(_collect(seat.watch(0), watched))
+            await asyncio.sleep(1.0)  # past the deadline: the watch goes on
+            version = await step_once(table, rng)
+            await _until_version(watched, version)
+            assert not watch.done()
+            await seat.view()
+            network.cut()
+            calls: dict[str, Callable[[], Awaitable[Any]]] = {
+                "view": seat.view,
+                "submit": lambda: seat.submit({"type": "pass"}),
+                "score_meld": lambda: far.score_meld("partnership", ["AH"], "H"),
+                "create_game": lambda: far.create_game("partnership"),
+            }
+            for name, call in calls.items():
+                with pytest.raises(RefereeError) as late:
+                    await asyncio.wait_for(call(), 10)
+                assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED, name
+            watch.cancel()
+    async with RefereeClient("127.0.0.1:1") as default:
+        assert default.deadline_seconds == 30.0

@@ -162,14 +162,25 @@ def keepalive_options(seconds: float) -> list[tuple[str, int]]:
 MAX_RECONNECT_BACKOFF_SECONDS = 5.0
 
 
-def reconnect_options(max_backoff_seconds: float) -> list[tuple[str, int]]:
+def reconnect_options(max_backoff_seconds: float | None) -> list[tuple[str, int]]:
     """gRPC channel options capping the reconnect backoff at ``max_backoff_seconds`` (gRPC
-    starts at the cap when it is below its first backoff of 1 s)."""
+    starts at the cap when it is below its first backoff of 1 s); none for None or 0, which
+    leave gRPC's own backoff."""
+    if not max_backoff_seconds or max_backoff_seconds <= 0:
+        return []
     cap = max(1, round(max_backoff_seconds * 1000))
     return [
         ("grpc.max_reconnect_backoff_ms", cap),
         ("grpc.initial_reconnect_backoff_ms", min(1000, cap)),
     ]
+
+
+# Each unary call's deadline: a server that accepted a call and never answers (stopped, or
+# its network gone without a word) would otherwise hold the caller until keepalive gives up on
+# the connection, and the server, which is told the deadline, stops working on a call nobody
+# waits for. gRPC's retries happen within it. The streams have none: a watch follows its game
+# for as long as it lasts.
+DEADLINE_SECONDS = 30.0
 
 
 class RefereeClient:
@@ -179,8 +190,10 @@ class RefereeClient:
     ``retries=False`` to see every failure, or a ``channel`` of your own. While a call is open
     the connection is pinged after ``keepalive_seconds`` of silence (None: never), so a watch
     finds out when its server or network is gone without a word. While the server is away the
-    channel tries to reconnect at most ``max_reconnect_backoff_seconds`` apart, so calls work
-    again soon after it is back.
+    channel tries to reconnect at most ``max_reconnect_backoff_seconds`` apart (None: gRPC's
+    own backoff, up to 120 s), so calls work again soon after it is back. Each unary call has
+    ``deadline_seconds`` (None: none) and fails ``DEADLINE_EXCEEDED`` past it; the streams
+    have no deadline.
 
     ``rules`` queries (GAME_RECORD.md §3) need no game or token: ``score_meld``,
     ``legal_plays``, ``trick_winner``, ``trick_points`` and ``score_hand``. A query the rules
@@ -196,8 +209,10 @@ class RefereeClient:
         channel: grpc.aio.Channel | None = None,
         retries: bool = True,
         keepalive_seconds: float | None = KEEPALIVE_SECONDS,
-        max_reconnect_backoff_seconds: float = MAX_RECONNECT_BACKOFF_SECONDS,
+        max_reconnect_backoff_seconds: float | None = MAX_RECONNECT_BACKOFF_SECONDS,
+        deadline_seconds: float | None = DEADLINE_SECONDS,
     ) -> None:
+        self.deadline_seconds = deadline_seconds
         if channel is None:
             options: list[tuple[str, str | int]] = [
                 ("grpc.service_config", SERVICE_CONFIG if retries else BALANCING_CONFIG),
@@ -264,7 +279,9 @@ class RefereeClient:
             request.server_shuffle.SetInParent()
         metadata = _auth(adjudicator_token if adjudicator_token is not None else creator_token)
         try:
-            response = await self.referee.CreateGame(request, metadata=metadata)
+            response = await self.referee.CreateGame(
+                request, metadata=metadata, timeout=self.deadline_seconds
+            )
         except grpc.RpcError as error:
             raise RefereeError(error) from None
         return CreatedGame(
@@ -283,7 +300,9 @@ class RefereeClient:
 
     async def list_variants(self) -> list[dict[str, Any]]:
         """Every variant with its options (OPTIONS.md); a failure raises RefereeError."""
-        response = await self._ask(self.referee.ListVariants(pb.ListVariantsRequest()))
+        response = await self._ask(
+            self.referee.ListVariants(pb.ListVariantsRequest(), timeout=self.deadline_seconds)
+        )
         return [MessageToDict(v, preserving_proto_field_name=True) for v in response.variants]
 
     async def audit_records(
@@ -318,7 +337,7 @@ class RefereeClient:
         request = pb.ScoreMeldRequest(variant=variant, hand=list(hand), trump=trump)
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
-        response = await self._ask(self.rules.ScoreMeld(request))
+        response = await self._ask(self.rules.ScoreMeld(request, timeout=self.deadline_seconds))
         return MeldResult(
             response.total,
             [MeldScore(m.name, m.level, m.points, list(m.cards)) for m in response.melds],
@@ -347,7 +366,7 @@ class RefereeClient:
             request.phase = phase
         if seat_of_partner_in_trick is not None:
             request.seat_of_partner_in_trick = seat_of_partner_in_trick
-        response = await self._ask(self.rules.LegalPlays(request))
+        response = await self._ask(self.rules.LegalPlays(request, timeout=self.deadline_seconds))
         return list(response.legal)
 
     async def trick_winner(
@@ -361,7 +380,7 @@ class RefereeClient:
         request = pb.TrickWinnerRequest(variant=variant, trick=list(trick), trump=trump)
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
-        response = await self._ask(self.rules.TrickWinner(request))
+        response = await self._ask(self.rules.TrickWinner(request, timeout=self.deadline_seconds))
         return response.winner
 
     async def trick_points(
@@ -376,7 +395,7 @@ class RefereeClient:
         request = pb.TrickPointsRequest(variant=variant, cards=list(cards), last=last)
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
-        response = await self._ask(self.rules.TrickPoints(request))
+        response = await self._ask(self.rules.TrickPoints(request, timeout=self.deadline_seconds))
         return response.points
 
     async def score_hand(
@@ -410,7 +429,7 @@ class RefereeClient:
             request.declarer = declarer
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
-        response = await self._ask(self.rules.ScoreHand(request))
+        response = await self._ask(self.rules.ScoreHand(request, timeout=self.deadline_seconds))
         return HandScore(list(response.delta), list(response.saved))
 
 
@@ -430,7 +449,9 @@ class Session:
 
     async def _call(self, method: Any, request: Any) -> Any:
         try:
-            return await method(request, metadata=self.metadata)
+            return await method(
+                request, metadata=self.metadata, timeout=self.client.deadline_seconds
+            )
         except grpc.RpcError as error:
             raise RefereeError(error) from None
 
