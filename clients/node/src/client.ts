@@ -352,6 +352,13 @@ export interface ClientOptions {
    * ever (with `resume` it then resumes). Default 30 000; 0: no pings. The server accepts a
    * ping every 10 s. Keepalive options in `channelOptions` take precedence. */
   keepaliveMs?: number;
+  /** The longest wait between the channel's attempts to reconnect to a server that is down.
+   * gRPC's own backoff grows 1 s, 1.6 s, 2.56 s, ... up to 120 s, and until its next attempt
+   * the channel fails calls at once (UNAVAILABLE) and holds wait-for-ready calls and resuming
+   * watches, however long the server has been back: after a minute's outage, up to about a
+   * minute more. Default 5 000 (gRPC's jitter makes a wait up to 20 % longer); 0: gRPC's own
+   * backoff. Reconnect backoff options in `channelOptions` take precedence. */
+  maxReconnectBackoffMs?: number;
 }
 
 /** `ClientOptions.keepaliveMs`'s default and the longest wait for a ping's answer. */
@@ -366,6 +373,20 @@ export function keepaliveOptions(ms: number): grpc.ChannelOptions {
     "grpc.keepalive_timeout_ms": Math.min(ms, KEEPALIVE_TIMEOUT_MS),
     "grpc.keepalive_permit_without_calls": 0,
   };
+}
+
+/** `ClientOptions.maxReconnectBackoffMs`'s default. */
+export const MAX_RECONNECT_BACKOFF_MS = 5_000;
+/** gRPC's first reconnect backoff, which grpc-js waits even when the maximum is smaller. */
+const INITIAL_RECONNECT_BACKOFF_MS = 1_000;
+
+/** grpc-js channel options capping the reconnect backoff at `maxMs` (none for 0: gRPC's 120 s).
+ * A cap under gRPC's first backoff lowers that too, since grpc-js caps only the later ones. */
+export function reconnectBackoffOptions(maxMs: number): grpc.ChannelOptions {
+  if (maxMs <= 0) return {};
+  const options: grpc.ChannelOptions = { "grpc.max_reconnect_backoff_ms": maxMs };
+  if (maxMs < INITIAL_RECONNECT_BACKOFF_MS) options["grpc.initial_reconnect_backoff_ms"] = maxMs;
+  return options;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -620,6 +641,7 @@ export class RefereeClient {
       // restart drawing one in reconnect backoff (the Python client failed at once so).
       "grpc.use_local_subchannel_pool": 1,
       ...keepaliveOptions(options.keepaliveMs ?? KEEPALIVE_MS),
+      ...reconnectBackoffOptions(options.maxReconnectBackoffMs ?? MAX_RECONNECT_BACKOFF_MS),
       ...options.channelOptions,
     };
     this.referee = new v1.RefereeService(target, credentials, channelOptions);

@@ -23,9 +23,9 @@ export interface RunningServer {
   address: string;
   /** Whether this harness started the server (false for REFEREE_ADDRESS). */
   started: boolean;
-  /** Stops the server gracefully (SIGTERM) and starts it again on the same port and database
-   * (a server this harness started only). */
-  restart(): Promise<void>;
+  /** Stops the server gracefully (SIGTERM), leaves it down `downMs`, and starts it again on the
+   * same port and database; resolves once it serves (a server this harness started only). */
+  restart(downMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -145,8 +145,9 @@ export async function startServer(): Promise<RunningServer> {
   return {
     address,
     started: true,
-    restart: async () => {
+    restart: async (downMs = 0) => {
       await terminate();
+      await new Promise((resolve) => setTimeout(resolve, downMs));
       terminate = await launch(command, args, address);
     },
     stop: async () => {
