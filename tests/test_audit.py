@@ -798,3 +798,23 @@ def test_a_completed_hand_s_claim_is_checked_even_when_an_action_follows_its_end
         assert verdict["claims"] == [
             {"hand": 0, "field": "delta", "claimed": [0, 0], "computed": [20, -250]}
         ]
+
+
+def test_the_shipped_examples_audit_as_the_readme_says() -> None:
+    """``examples/``: a whole partnership game to 500 (legal, finished, side 1 wins) and the
+    record of README "Auditing a recorded game" (illegal at its 27th action)."""
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    assert sorted(path.name for path in examples.iterdir()) == [
+        "partnership-game.json",
+        "partnership-illegal.json",
+    ]
+    game = audit_text((examples / "partnership-game.json").read_text(encoding="utf-8"))
+    assert (game["legal"], game["finished"], game["winner"], game["scores"]) == (
+        True,
+        True,
+        1,
+        [120, 500],
+    )
+    assert verdict_exit_status(game) == 0
+    illegal = audit_text((examples / "partnership-illegal.json").read_text(encoding="utf-8"))
+    assert illegal["legal"] is False and verdict_exit_status(illegal) == 1
