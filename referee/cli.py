@@ -231,7 +231,9 @@ async def _downgrade(db: str, schema: str, version: int) -> int:
     except StoreError as error:
         print(f"pinochle-referee: {error}", file=sys.stderr)
         return 1
-    where = f"{db}" + (f" schema {schema}" if schema and is_postgres_url(db) else "")
+    where = db
+    if is_postgres_url(db):  # a URL may hold a password: named by host, port and database
+        where = postgres.describe(db) + (f" schema {schema}" if schema else "")
     if was == version:
         print(f"{where} has schema version {version} already")
     else:

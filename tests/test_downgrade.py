@@ -20,7 +20,7 @@ from referee.cli import main
 from referee.store import postgres as postgres_store
 from referee.store import sqlite as sqlite_store
 from referee.store.base import GameStore, StoreError
-from referee.store.postgres import PostgresStore
+from referee.store.postgres import PostgresStore, describe
 from referee.store.sqlite import SqliteStore
 from tests.test_store import (
     POSTGRES_URL,
@@ -285,7 +285,8 @@ async def test_the_downgrade_command_on_postgres(
         args = ["downgrade", "--to", "2", "--db", POSTGRES_URL, "--db-schema", schema]
         assert await _run_main(args) == 0
         assert capsys.readouterr().out.startswith(
-            f"downgraded {POSTGRES_URL} schema {schema} from schema version {current} to 2: "
+            f"downgraded {describe(POSTGRES_URL)} schema {schema} from schema version {current}"
+            " to 2: "
         )
         versions = await pg_rows(schema, "SELECT version FROM schema_migrations ORDER BY 1")
         assert versions == [(1,), (2,)]
