@@ -52,11 +52,20 @@ def _verdicts(paths: Sequence[str], keep_going: bool, jobs: int) -> Iterator[dic
 def _run_audit(paths: Sequence[str], keep_going: bool, jobs: int) -> int:
     status = 0
     verdicts = _verdicts(paths, keep_going, jobs)
-    show_progress = len(paths) > 1 and sys.stderr.isatty()
+    # A bar only while the verdicts go to a file or a pipe (on a terminal the lines show the
+    # progress themselves), drawn on standard error: rich's default console, standard output,
+    # drew no bar there and ended the JSON Lines with an empty line.
+    show_progress = len(paths) > 1 and sys.stderr.isatty() and not sys.stdout.isatty()
     if show_progress:
-        from rich.progress import Progress  # noqa: PLC0415 - only on a terminal
+        from rich.console import Console  # noqa: PLC0415 - only on a terminal
+        from rich.progress import Progress  # noqa: PLC0415
 
-        with Progress(transient=True) as progress:
+        with Progress(
+            console=Console(stderr=True),
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        ) as progress:
             task = progress.add_task("auditing", total=len(paths))
             for verdict in verdicts:
                 print(json.dumps(verdict), flush=False)

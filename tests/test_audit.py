@@ -6,6 +6,11 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
+import pty
+import select
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -818,3 +823,53 @@ def test_the_shipped_examples_audit_as_the_readme_says() -> None:
     assert verdict_exit_status(game) == 0
     illegal = audit_text((examples / "partnership-illegal.json").read_text(encoding="utf-8"))
     assert illegal["legal"] is False and verdict_exit_status(illegal) == 1
+
+
+def _audit_with_terminals(paths: list[str], stdout_terminal: bool) -> tuple[bytes, bytes]:
+    """Run ``pinochle-referee audit`` with standard error on a pseudo-terminal, standard output
+    on another one or on a pipe; return what each received."""
+    error_main, error_side = pty.openpty()
+    out_main, out_side = pty.openpty() if stdout_terminal else os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "referee.cli", "audit", *paths],
+        stdout=out_side,
+        stderr=error_side,
+        env=os.environ | {"COLUMNS": "80", "TERM": "xterm"},
+    )
+    os.close(error_side)
+    os.close(out_side)
+    received: dict[int, bytearray] = {error_main: bytearray(), out_main: bytearray()}
+    open_ends = set(received)
+    while open_ends:
+        ready, _, _ = select.select(list(open_ends), [], [], 60)
+        assert ready, "audit wrote nothing for 60 s"
+        for end in ready:
+            try:
+                chunk = os.read(end, 65536)
+            except OSError:  # a pseudo-terminal whose other side closed
+                chunk = b""
+            if chunk:
+                received[end] += chunk
+            else:
+                open_ends.discard(end)
+    assert process.wait(60) == 1
+    for end in received:
+        os.close(end)
+    return bytes(received[out_main]), bytes(received[error_main])
+
+
+def test_the_audit_progress_bar_goes_to_standard_error_only() -> None:
+    """Was: the bar used rich's default console, standard output: with the verdicts going to
+    a file and standard error on a terminal, no bar showed and the JSON Lines ended with an
+    empty line. The bar is drawn on standard error while the output goes to a file or a pipe;
+    with the output on a terminal there is none (the lines show the progress)."""
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    paths = [str(examples / "partnership-game.json"), str(examples / "partnership-illegal.json")]
+    out, err = _audit_with_terminals(paths, stdout_terminal=False)
+    lines = out.decode().split("\n")
+    assert lines[-1] == "" and len(lines) == 3, lines
+    assert [json.loads(line)["legal"] for line in lines[:-1]] == [True, False]
+    assert b"auditing" in err
+    out, err = _audit_with_terminals(paths, stdout_terminal=True)
+    assert [json.loads(line)["legal"] for line in out.decode().splitlines()] == [True, False]
+    assert err == b""
