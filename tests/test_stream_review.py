@@ -1061,3 +1061,5 @@ async def test_unary_calls_have_a_deadline_and_watches_none(tmp_path: Path) -> N
             watch.cancel()
     async with RefereeClient("127.0.0.1:1") as default:
         assert default.deadline_seconds == 30.0
+    async with RefereeClient("127.0.0.1:1", deadline_seconds=0) as none:
+        assert none.deadline_seconds is None  # as in the Node client, not "fail at once"

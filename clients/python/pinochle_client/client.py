@@ -192,7 +192,7 @@ class RefereeClient:
     finds out when its server or network is gone without a word. While the server is away the
     channel tries to reconnect at most ``max_reconnect_backoff_seconds`` apart (None: gRPC's
     own backoff, up to 120 s), so calls work again soon after it is back. Each unary call has
-    ``deadline_seconds`` (None: none) and fails ``DEADLINE_EXCEEDED`` past it; the streams
+    ``deadline_seconds`` (None or 0: none) and fails ``DEADLINE_EXCEEDED`` past it; the streams
     have no deadline.
 
     ``rules`` queries (GAME_RECORD.md §3) need no game or token: ``score_meld``,
@@ -212,7 +212,10 @@ class RefereeClient:
         max_reconnect_backoff_seconds: float | None = MAX_RECONNECT_BACKOFF_SECONDS,
         deadline_seconds: float | None = DEADLINE_SECONDS,
     ) -> None:
-        self.deadline_seconds = deadline_seconds
+        # 0 means no deadline, as in the Node client (to gRPC it would fail every call).
+        self.deadline_seconds = (
+            deadline_seconds if deadline_seconds and deadline_seconds > 0 else None
+        )
         if channel is None:
             options: list[tuple[str, str | int]] = [
                 ("grpc.service_config", SERVICE_CONFIG if retries else BALANCING_CONFIG),
