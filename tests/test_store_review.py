@@ -322,6 +322,30 @@ async def test_a_request_id_reused_at_the_current_version_is_not_a_phantom_confl
     assert [r.request_id for r in audit].count("x") == 2, "both uses of x are in the audit log"
 
 
+async def test_a_request_id_reused_at_the_current_version_for_an_illegal_action(
+    sqlite: SqliteStore,
+) -> None:
+    """Pinned (README "Errors"): the rules are checked before the id's reuse, so an action they
+    refuse is answered with its A.5 code; nothing changes either way, and the refusal is
+    audited under the id."""
+    games = GameManager(sqlite)
+    created = await new_managed_game(games)
+    gid, tokens = created.game_id, created.seat_tokens
+    await games.submit(gid, tokens[1], BID, 0, "x")
+    with pytest.raises(ServiceError) as caught:
+        await games.submit(gid, tokens[1], PASS, 1, "x")  # seat 2 is to act
+    assert (caught.value.code, caught.value.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "NOT_YOUR_TURN",
+    )
+    assert (await games.legal(gid, tokens[1]))[0] == 1  # nothing changed
+    audit = await audit_of(sqlite, gid)
+    assert [(r.request_id, r.outcome, r.code) for r in audit] == [
+        ("x", "accepted", ""),
+        ("x", "refused", "NOT_YOUR_TURN"),
+    ]
+
+
 async def test_a_request_id_reused_for_another_action_is_not_answered_as_accepted(
     sqlite: SqliteStore,
 ) -> None:
