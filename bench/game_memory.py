@@ -42,7 +42,8 @@ from bench.service import RESULTS_FORMAT, Figure, merge_results, show
 from referee.demo import bot_action
 from referee.engine.engine import legal_actions
 from referee.engine.views import clear_memo
-from referee.service.games import RECENT_EVENTS, GameManager
+from referee.service.games import GameManager
+from referee.service.settings import RECENT_EVENTS
 from referee.store.sqlite import SqliteStore
 
 KIB: Final = 1024

@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--jobs", type=int, default=1, help="processes for large batches")
     commands.add_parser("query", help="answer rules queries: JSON lines on stdin")
     serve = commands.add_parser("serve", help="serve the gRPC API")
-    from referee.service.server import add_arguments  # noqa: PLC0415 - grpc only when serving
+    from referee.service.settings import add_arguments  # noqa: PLC0415 - grpc only when serving
 
     add_arguments(serve)
     export = commands.add_parser("export", help="print a stored game as pinochle-record/1")
@@ -170,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         return _run_audit(args.files, args.keep_going, args.jobs)
     if args.command == "serve":
-        from referee.service.server import SettingsError, serve, settings_from  # noqa: PLC0415
+        from referee.service.server import serve  # noqa: PLC0415
+        from referee.service.settings import SettingsError, settings_from  # noqa: PLC0415
 
         try:
             settings = settings_from(args)

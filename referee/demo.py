@@ -148,7 +148,8 @@ async def run_demo(
         async with RefereeClient(address) as client:
             await play_game(client, variant, options, seed, console, creator_token)
         return 0
-    from referee.service.server import Settings, start_server  # noqa: PLC0415
+    from referee.service.server import start_server  # noqa: PLC0415
+    from referee.service.settings import Settings  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as folder:
         settings = Settings(port=0, db=str(Path(folder) / "demo.db"), metrics_port=0)

@@ -11,7 +11,7 @@ import pytest
 import structlog
 from hypothesis import settings
 
-from referee.service.server import configure_logging
+from referee.service.observability import configure_logging
 from tests.service_helpers import quiet_logs
 
 settings.register_profile("referee", deadline=None, print_blob=True)

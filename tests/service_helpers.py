@@ -29,7 +29,9 @@ from pinochle_client import RefereeClient, RefereeError, SeatSession, Session
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service.convert import action_from_json
-from referee.service.server import CONSOLE_TRACEBACK, Running, Settings, start_server
+from referee.service.observability import CONSOLE_TRACEBACK
+from referee.service.server import Running, start_server
+from referee.service.settings import Settings
 
 ADJUDICATOR_TOKEN = "server-adjudicator-credential-for-tests"
 VARIANTS = ("two-handed", "cutthroat", "partnership", "double-deck", "partnership-no-bid")

@@ -25,7 +25,7 @@ import pytest_asyncio
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.errors import ServiceError
 from referee.service.games import GameManager
-from referee.service.server import configure_logging
+from referee.service.observability import configure_logging
 from referee.store.base import AuditRow, Commit
 from tests.service_helpers import (
     Served,

@@ -19,13 +19,9 @@ import structlog
 from pinochle_client import RefereeClient
 
 from referee.cli import build_parser, main
-from referee.service.server import (
-    ENV_PREFIX,
-    Settings,
-    configure_logging,
-    settings_from,
-    start_server,
-)
+from referee.service.observability import configure_logging
+from referee.service.server import start_server
+from referee.service.settings import ENV_PREFIX, Settings, settings_from
 from referee.store.base import StoreError
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,

@@ -26,14 +26,13 @@ import yaml
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.cli import build_parser
-from referee.service.server import (
+from referee.service.server import SERVICE_NAMES, start_server
+from referee.service.settings import (
     CLIENT_PING_SECONDS,
     ENV_PREFIX,
-    SERVICE_NAMES,
     Settings,
     add_arguments,
     settings_from,
-    start_server,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,8 +19,8 @@ from prometheus_client import REGISTRY
 from referee.audit import audit_record
 from referee.cli import build_parser
 from referee.service.errors import ServiceError
-from referee.service.games import IDLE_AFTER, Created, GameManager
-from referee.service.server import ENV_PREFIX, Settings, settings_from
+from referee.service.games import Created, GameManager
+from referee.service.settings import ENV_PREFIX, IDLE_AFTER, Settings, settings_from
 from referee.store.postgres import PostgresStore
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import Served, Table, new_table, play, play_step, refused, serving

@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service import logline
-from referee.service.server import ObservabilityInterceptor, UtcTimestamp, configure_logging
+from referee.service.observability import ObservabilityInterceptor, UtcTimestamp, configure_logging
 from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
 from tests.service_helpers import bearer, health_stub, log_lines, new_table, refused, serving

@@ -31,13 +31,8 @@ import referee.engine.game
 from referee import cli
 from referee.cli import build_parser
 from referee.engine.game import secure_shuffle
-from referee.service.server import (
-    ENV_PREFIX,
-    Settings,
-    configure_logging,
-    route_library_logs,
-    settings_from,
-)
+from referee.service.observability import configure_logging, route_library_logs
+from referee.service.settings import ENV_PREFIX, Settings, settings_from
 from tests.service_helpers import (
     SHORT_GAME,
     Served,

@@ -29,7 +29,8 @@ from pinochle_client import RefereeClient, RefereeError, Session
 from psycopg import sql as pgsql
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
-from referee.service.server import SERVICE_NAMES, Running, Settings, start_server
+from referee.service.server import SERVICE_NAMES, Running, start_server
+from referee.service.settings import Settings
 from referee.store import postgres as postgres_module
 from referee.store.base import ALL_GAMES, StoreError, UnknownGame
 from referee.store.postgres import POOL_TIMEOUT_SECONDS, SCHEMA_VERSION, PostgresStore

@@ -15,9 +15,14 @@ from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.cli import build_parser
-from referee.service.games import REFUSAL_BURST, REFUSAL_RATE
 from referee.service.limits import RefusalBudgets, TokenBucket
-from referee.service.server import ENV_PREFIX, Settings, settings_from
+from referee.service.settings import (
+    ENV_PREFIX,
+    REFUSAL_BURST,
+    REFUSAL_RATE,
+    Settings,
+    settings_from,
+)
 from tests.service_helpers import Served, Table, new_table, refused, serving
 
 BURST = 3

@@ -39,7 +39,9 @@ from referee.service import servicers as servicers_module
 from referee.service.convert import dict_to_struct
 from referee.service.errors import ServiceError
 from referee.service.games import GameManager
-from referee.service.server import SERVICE_NAMES, Settings, configure_logging, start_server
+from referee.service.observability import configure_logging
+from referee.service.server import SERVICE_NAMES, start_server
+from referee.service.settings import Settings
 from referee.store.base import GameRecord, GameStore, LogRow, StoreError
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import (

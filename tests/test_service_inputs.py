@@ -27,7 +27,7 @@ from referee.rules.options import (
     option_schema,
 )
 from referee.service.convert import dict_to_struct, struct_to_dict
-from referee.service.server import configure_logging
+from referee.service.observability import configure_logging
 from referee.service.servicers import MAX_HAND_FIGURE
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,

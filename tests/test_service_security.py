@@ -33,15 +33,9 @@ from pinochle_client import RefereeClient, RefereeError, Session
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee import cli
 from referee.service import auth
-from referee.service.games import KEEP_RESPONSES
-from referee.service.server import (
-    Settings,
-    StartError,
-    add_arguments,
-    configure_logging,
-    settings_from,
-    start_server,
-)
+from referee.service.observability import configure_logging
+from referee.service.server import StartError, start_server
+from referee.service.settings import KEEP_RESPONSES, Settings, add_arguments, settings_from
 from referee.store.base import AuditRow
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,

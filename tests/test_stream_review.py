@@ -44,7 +44,7 @@ from tests.service_helpers import (
 from tests.test_service_crash import running
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
-WINDOW = 512  # games.RECENT_EVENTS, the in-memory window the proto's snapshot refers to
+WINDOW = 512  # settings.RECENT_EVENTS, the in-memory window the proto's snapshot refers to
 RACE_OPTIONS: dict[str, object] = {"target": 400}  # one seeded game of ~350 actions, ~510 events
 _recorded: list[Step] = []
 

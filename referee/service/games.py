@@ -56,6 +56,14 @@ from referee.service.convert import json_text, stored_event_to_proto
 from referee.service.errors import ServiceError, invalid
 from referee.service.limits import RefusalBudgets
 from referee.service.logline import annotate
+from referee.service.settings import (
+    IDLE_AFTER,
+    KEEP_RESPONSES,
+    MAX_WATCHERS,
+    RECENT_EVENTS,
+    REFUSAL_BURST,
+    REFUSAL_RATE,
+)
 from referee.store.base import (
     ALL_GAMES,
     AuditRow,
@@ -82,47 +90,11 @@ MAX_PLAYER_NAME = 64
 _BIDI_CONTROLS = frozenset(
     "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 )
-# Events kept in memory per game for WatchGame (--watch-window): a watcher that asks for older
-# ones gets a snapshot of its view first (referee.proto). The README's ruling; operators trade
-# it against memory (bench/game_memory.py: a game holds about 150 bytes an event).
-RECENT_EVENTS = 512
 # Finished games kept in memory, most recently used first; older ones are rebuilt from the store
 # when asked for. Active games always stay (their number is capped by max_active_games), but
 # finished ones would otherwise pile up for as long as the server runs.
 FINISHED_GAMES_KEPT = 1024
-# Refused SubmitActions of callers without a seat (no token, a wrong token, the spectator token)
-# audited per game: REFUSAL_BURST at once, then REFUSAL_RATE per second (referee/service/limits.py).
-# A legitimate caller never needs many (it learns from the first refusal); an unbounded number
-# would let anyone who knows a game id grow its audit log for ever.
-REFUSAL_BURST = 60
-REFUSAL_RATE = 1.0
-# Games that nobody plays must not fill max_active_games for ever (abandoned games would
-# otherwise leave a long-running server unable to start any). A game in progress whose last
-# accepted action (or creation) is older than this many seconds is idle: it no longer counts
-# against the cap or in referee_games_active, and it leaves memory (unless a WatchGame stream
-# follows it). It stays in the store, whole, and plays on as soon as anyone acts (rebuilt from
-# its log, as after a restart). Reads do not make a game active: otherwise anyone who knows game
-# ids could keep any number of idle games in memory while the cap lets new ones in. 0: games
-# count until they end. Issue 4 names the cap, not idleness; a day is our choice (README,
-# "Running it").
-IDLE_AFTER = 86_400.0
 
-# WatchGame streams open at once on one server. Each holds about 24 KB of the server's memory
-# (gRPC's call, the handler's task and generator; measured with 5,000 spectators, 2026-12-02),
-# and anyone with a game's spectator token may open them, so without a bound they would grow
-# until the process runs out of memory. 10,000 is about 240 MB, beside the 10,000 games of the
-# default --max-games. Beyond it a new stream is refused RESOURCE_EXHAUSTED (TOO_MANY_WATCHERS);
-# the streams already open are not touched. Our choice: issue 4 names no such limit.
-MAX_WATCHERS = 10_000
-
-# A finished game's stored responses (what a retried request_id is answered with) are deleted
-# this many seconds after its last accepted action. They are about three quarters of what a game
-# stores (about 1.7 KB per action, against 0.5 KB of log and audit rows), and a client retries
-# within seconds or minutes, not days. A retry that comes later is answered as a new request
-# would be (ABORTED: the game has moved on). Games in progress keep all of theirs. 0: keep them
-# for ever. Our choice, like the idempotency windows of payment APIs (README, "Rulings where
-# the specification is silent").
-KEEP_RESPONSES = 86_400.0
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """The gRPC servicers: read the request, call the domain, build the reply. No rules here.
 
 A method refuses by raising ``ServiceError``; the server's interceptor
-(``referee.service.server.ObservabilityInterceptor``) turns it into a rich status (ErrorInfo
+(``referee.service.observability.ObservabilityInterceptor``) turns it into a rich status (ErrorInfo
 with the A.5 code, BadRequest naming the field) and anything else into INTERNAL, which only a
 server fault can cause. Refusals are handled there, once, rather than by a wrapper around each
 method: every coroutine between gRPC and the game manager is resumed on every await of every
