@@ -397,6 +397,13 @@ class GameManager:
         lock = self._loading.setdefault(game_id, asyncio.Lock())
         try:
             async with lock:
+                if self._loading.get(game_id) is not lock:
+                    # The load that held this lock failed (its caller was cancelled, or the
+                    # store failed) and dropped it from ``_loading`` while this one waited, so
+                    # a later load may be rebuilding the game under a new lock: queue there.
+                    # Rebuilt here too, the game would be registered twice, the later copy
+                    # replacing the one its watchers follow and its actions were applied to.
+                    return await self.load(game_id, refresh)
                 live = self._cached(game_id)
                 if live is not None:
                     return live
@@ -422,7 +429,8 @@ class GameManager:
                 return live
         finally:
             # Issue 4 (limits): requests naming unknown games, from anyone, must not grow this
-            # map without bound. Waiters still holding the lock find the game in self.games.
+            # map without bound. Waiters still holding the lock find the game in self.games,
+            # or (the load failed) the lock gone from here, and queue again.
             if self._loading.get(game_id) is lock:
                 del self._loading[game_id]
 
