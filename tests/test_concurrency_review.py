@@ -122,3 +122,64 @@ async def test_a_load_that_failed_does_not_let_two_loads_of_one_game_run_at_once
     assert held.state.version == 2  # the watcher's object moved on with the game
     await cast(Any, watch).aclose()
     assert held.watchers == 0 and games.watching == 0
+
+
+async def test_events_committed_while_a_snapshot_is_being_sent_are_not_skipped(
+    sqlite: SqliteStore,
+) -> None:
+    """A watcher whose first events have left the window gets a snapshot of its view first,
+    then the events after it. The stream waits at each message until its client takes it (the
+    network), and an action committed meanwhile came after the snapshot's state; the stream
+    used to note the events it had handled only after that wait, so it skipped that action's
+    events: the watcher never learned of the pass."""
+    games = GameManager(sqlite, watch_window=3)  # fewer than the first deal's events
+    created = await _new_game(games)
+    game_id, seats = created.game_id, created.seat_tokens
+    assert (await games.submit(game_id, seats[1], BID, 0, "bid")).version == 1
+    watch = games.watch(game_id, created.adjudicator_token, 0)
+    first = await anext(watch)
+    assert first.HasField("snapshot") and first.snapshot.version == 1
+    # The snapshot is on its way to the client; a pass is committed meanwhile.
+    assert (await games.submit(game_id, seats[2], PASS, 1, "pass")).version == 2
+    following = asyncio.ensure_future(anext(watch))
+    await _turns()
+    try:
+        assert following.done(), "the stream waits for a change it has already had"
+        message = following.result()
+        assert message.HasField("event") and message.event.version == 2
+        assert message.event.kind == "call"
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        await cast(Any, watch).aclose()
+
+
+async def test_events_dropped_while_a_snapshot_is_being_sent_bring_another_snapshot(
+    sqlite: SqliteStore,
+) -> None:
+    """The same, when so many events are committed while the snapshot is on its way that some
+    of them leave the window too: the stream must not go on from the window's first event
+    (skipping the ones before it) but send a newer snapshot."""
+    games = GameManager(sqlite, watch_window=3)
+    created = await _new_game(games)
+    game_id, seats = created.game_id, created.seat_tokens
+    assert (await games.submit(game_id, seats[1], BID, 0, "bid")).version == 1
+    watch = games.watch(game_id, created.adjudicator_token, 0)
+    first = await anext(watch)
+    assert first.HasField("snapshot") and first.snapshot.version == 1
+    shown = games.games[game_id].event_count
+    for version, seat in enumerate((2, 3, 0), start=1):  # the auction ends: 4 more events
+        assert (await games.submit(game_id, seats[seat], PASS, version, f"p{seat}")).version
+    following = asyncio.ensure_future(anext(watch))
+    await _turns()
+    try:
+        assert following.done(), "the stream waits for a change it has already had"
+        message = following.result()
+        if message.HasField("event"):
+            assert message.event.seq == shown + 1, "events were skipped"
+        else:
+            assert message.snapshot.version == 4
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        await cast(Any, watch).aclose()

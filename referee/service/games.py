@@ -1077,13 +1077,19 @@ class GameManager:
             # and its version after ``after``).
             missed = window_start > sent + 1 and live.dropped_version > after
             if missed:
+                # The events the snapshot stands for are those up to now, not up to when the
+                # client has taken it: the yield waits for that, and actions committed
+                # meanwhile come after the snapshot's state (their events may even have left
+                # the window by then: look again).
+                shown = live.event_count
                 yield pb.WatchGameResponse(
                     snapshot=pb.Snapshot(
                         version=live.state.version,
                         view_json=json_text(self.view_of(live, caller)),
                     )
                 )
-                sent = live.event_count
+                sent = shown
+                continue
             # The window holds seqs first, first + 1, ... (read again: it may have moved while
             # the snapshot was sent); those already sent are skipped unread.
             first = live.event_count - len(live.events) + 1
