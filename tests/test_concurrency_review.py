@@ -183,3 +183,19 @@ async def test_events_dropped_while_a_snapshot_is_being_sent_bring_another_snaps
         following.cancel()
         await asyncio.gather(following, return_exceptions=True)
         await cast(Any, watch).aclose()
+
+
+async def test_a_new_game_keeps_no_more_events_than_the_window(sqlite: SqliteStore) -> None:
+    """Was: a game just created kept all its first deal's events in memory, whatever
+    ``--watch-window``; only its first action trimmed them. A watcher from version 0 then gets
+    the snapshot it gets once events have left the window, and no event is lost to it."""
+    games = GameManager(sqlite, watch_window=3)
+    created = await _new_game(games)
+    live = games.games[created.game_id]
+    assert live.event_count > 3 and len(live.events) == 3
+    watch = games.watch(created.game_id, created.adjudicator_token, 0)
+    try:
+        first = await anext(watch)
+        assert first.HasField("snapshot") and first.snapshot.version == 0
+    finally:
+        await cast(Any, watch).aclose()

@@ -300,6 +300,7 @@ class GameManager:
         state, row = self._deal(state, deals, seq=1, first_event=1)
         events = [_packed(event) for event in row.events]
         live = LiveGame(record, rules, state, 1, deals, events, len(row.events))
+        _keep_recent_events(live, self.watch_window)  # as every commit and catch-up does
         live.salts[0] = str(row.payload["salt"])
         # Like an action's commit (see _commit): once handed to the store the game may
         # become durable even if the caller is cancelled, so it is registered here either way
