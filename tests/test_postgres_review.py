@@ -679,7 +679,8 @@ async def test_the_stores_connections_find_a_vanished_database_at_the_tcp_level(
     and a TCP user timeout, so one whose database host vanished without a word is given up
     within about a minute instead of holding requests until their deadlines. What these
     settings do cannot be shown here (a relay in user space acknowledges TCP itself); that the
-    kernel holds them for the store's sockets is checked. A URL's own setting wins."""
+    kernel holds them for the store's sockets is checked. The sessions are named
+    ``pinochle-referee`` in pg_stat_activity. A URL's own setting wins."""
     expected = {"keepalive": 1, "idle": 30, "interval": 10, "count": 3, "user_timeout_ms": 30000}
     store = PostgresStore(POSTGRES_URL, schema=schema, min_size=1, max_size=1)
     await store.open()
@@ -687,6 +688,7 @@ async def test_the_stores_connections_find_a_vanished_database_at_the_tcp_level(
         assert store._pool is not None
         async with store._pool.connection() as pooled:
             assert _tcp_settings(pooled) == expected
+            assert pooled.info.parameter_status("application_name") == "pinochle-referee"
         async with await store._connect() as listener:
             assert _tcp_settings(listener) == expected
     finally:
@@ -698,5 +700,6 @@ async def test_the_stores_connections_find_a_vanished_database_at_the_tcp_level(
         assert store._pool is not None
         async with store._pool.connection() as pooled:
             assert _tcp_settings(pooled) == expected | {"idle": 7, "user_timeout_ms": 5000}
+            assert pooled.info.parameter_status("application_name") != "pinochle-referee"
     finally:
         await store.close()

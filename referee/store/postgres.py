@@ -205,12 +205,14 @@ LISTEN_KEEPALIVE_SECONDS = 15.0  # a silent listener checks its connection this 
 LISTEN_KEEPALIVE_TIMEOUT_SECONDS = 10.0
 RECONNECT_MAX_SECONDS = 10.0
 POOL_TIMEOUT_SECONDS = 10.0  # the longest a request waits for a pooled connection
-# libpq's TCP liveness settings for every connection, unless the URL sets its own. A connection
-# whose peer vanished without a word (the database host gone, a partition) otherwise holds a
-# request until its deadline and its cancel: TCP keepalives find an idle one dead within about
-# a minute (30 s idle, then 3 probes 10 s apart) and tcp_user_timeout gives up on one whose
-# sent data has gone unacknowledged for 30 s, so the pool replaces it sooner.
-TCP_LIVENESS = {
+# libpq settings for every connection, unless the URL sets its own. The TCP liveness ones: a
+# connection whose peer vanished without a word (the database host gone, a partition)
+# otherwise holds a request until its deadline and its cancel: TCP keepalives find an idle one
+# dead within about a minute (30 s idle, then 3 probes 10 s apart) and tcp_user_timeout gives
+# up on one whose sent data has gone unacknowledged for 30 s, so the pool replaces it sooner.
+CONNECTION_DEFAULTS = {
+    # How the store's sessions show in pg_stat_activity, for a DBA looking for them.
+    "application_name": "pinochle-referee",
     "keepalives": "1",
     "keepalives_idle": "30",
     "keepalives_interval": "10",
@@ -261,11 +263,11 @@ def describe(url: str) -> str:
     return f"{host}:{port}/{params.get('dbname') or ''}"
 
 
-def with_liveness(url: str) -> str:
-    """``url`` as a connection string with the :data:`TCP_LIVENESS` settings it does not set
+def with_defaults(url: str) -> str:
+    """``url`` as a connection string with the :data:`CONNECTION_DEFAULTS` it does not set
     itself (the URL's own win)."""
     given = conninfo_to_dict(url)
-    return make_conninfo(url, **{k: v for k, v in TCP_LIVENESS.items() if k not in given})
+    return make_conninfo(url, **{k: v for k, v in CONNECTION_DEFAULTS.items() if k not in given})
 
 
 def _one_line(error: BaseException) -> str:
@@ -312,7 +314,7 @@ class PostgresStore:
         self.channel = ""  # known after open()
         self._origin = secrets.token_hex(8)  # marks this store's own notifications
         self._pool: AsyncConnectionPool[Connection] | None = None
-        self._conninfo = url  # with_liveness(url), made at open()
+        self._conninfo = url  # with_defaults(url), made at open()
         self._accepting = False
         self._closed = False
         self._tails: dict[str, asyncio.Task[Any]] = {}  # the last write submitted per game
@@ -328,7 +330,7 @@ class PostgresStore:
         if self._pool is not None:
             return
         try:
-            self._conninfo = with_liveness(self.url)
+            self._conninfo = with_defaults(self.url)
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot open PostgreSQL at {describe(self.url)}: {_one_line(exc)}"
@@ -470,7 +472,7 @@ class PostgresStore:
         """
         where = describe(self.url)
         try:
-            self._conninfo = with_liveness(self.url)
+            self._conninfo = with_defaults(self.url)
             async with await self._connect() as conn:
                 await self._configure(conn)
                 async with conn.transaction():
