@@ -227,6 +227,11 @@ SESSION_LIMITS = (
     # An action is acknowledged only once durable (issue 4): a database or role configured
     # with synchronous_commit = off would otherwise lose acknowledged actions in a crash.
     ("synchronous_commit", "on"),
+    # The writes rely on READ COMMITTED: once the game row's lock is granted, the row read is
+    # the last writer's and each later statement sees its commit. Under a database's default
+    # of REPEATABLE READ, the loser of two replicas committing at one version (or the second
+    # of two refusals) failed "could not serialize access" instead of a VersionConflict.
+    ("default_transaction_isolation", "read committed"),
 )
 
 _INSERT_GAME = (
