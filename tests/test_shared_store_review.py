@@ -103,3 +103,26 @@ async def test_two_replicas_at_one_version_get_a_version_conflict_whatever_the_i
         assert sorted(row.seq for row in rows if isinstance(row, AuditRow)) == [2, 3], rows
         verification = await first.verify_audit_log("g1")
         assert verification.intact and verification.entries == 3, verification
+
+
+async def test_audit_times_survive_a_database_that_prints_floats_short(schema: str) -> None:
+    """Was a bug: the audit hash covers the row's ``time`` (a double), which comes back as
+    PostgreSQL prints it. With extra_float_digits = 0 (PostgreSQL 11's default, or a database
+    or role set so) a double is printed with 15 digits: the wall-clock times read back were
+    not the times hashed, so every replica's VerifyAuditLog found the first entry broken, and
+    the games' creation and last-activity times lost their fraction."""
+    async with _stores(schema, 1, extra_float_digits="0") as stores:
+        store = stores[0][0]
+        created_at = 1_700_000_000.123_456_7
+        record = await new_game(store, "g1", created_at=created_at)
+        assert (await store.get_game("g1")).created_at == record.created_at
+        commit = make_commit("g1", 0)
+        commit = commit._replace(audit=commit.audit._replace(time=1_700_000_100.987_654_3))
+        stored = await store.commit(commit)
+        refused = audit_entry(1, "refused", "NOT_YOUR_TURN")._replace(time=1_700_000_200.1)
+        await store.record_refusal("g1", refused)
+        read = await store.audit_log("g1")
+        assert read[0] == stored
+        assert [row.time for row in read] == [1_700_000_100.987_654_3, 1_700_000_200.1]
+        verification = await store.verify_audit_log("g1")
+        assert verification.intact and verification.entries == 2, verification

@@ -232,6 +232,10 @@ SESSION_LIMITS = (
     # of REPEATABLE READ, the loser of two replicas committing at one version (or the second
     # of two refusals) failed "could not serialize access" instead of a VersionConflict.
     ("default_transaction_isolation", "read committed"),
+    # Doubles come back exactly as written: an audit row's hash covers its time. Below 1 (the
+    # default of PostgreSQL 12 and later; 0 before, or as a database or role may set it) a
+    # double is printed with 15 digits, and every audit entry read back failed its hash.
+    ("extra_float_digits", "3"),
 )
 
 _INSERT_GAME = (
