@@ -24,6 +24,8 @@ from typing import Any, cast
 import pytest
 import pytest_asyncio
 
+from referee.engine.engine import apply as engine_apply
+from referee.service import games as games_module
 from referee.service.games import GameManager
 from referee.store.base import AuditRow, Commit, GameStore, LogRow, StoreError
 from referee.store.sqlite import SqliteStore
@@ -243,3 +245,38 @@ async def test_a_game_played_on_another_replica_is_active_on_this_one(pair: Pair
     assert pair.follower.games[pair.game_id].active_at == now[0]
     assert await pair.follower.evict_idle_games() == 0
     assert pair.game_id in pair.follower.games
+
+
+async def test_a_row_that_fails_to_apply_leaves_the_game_at_the_row_before(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: a catch-up moved the game's log position row by row but its state only after
+    the last row, so a row that failed to apply (only a log the engine rejects could) left the
+    position past rows whose state was never taken, and the next catch-up skipped them. Each
+    row is now taken whole: the game stays at the row before the failing one, and once it
+    applies, the next catch-up goes on from there."""
+    await pair.follower.load(pair.game_id)
+    assert await pair.act(1, {"type": "bid", "amount": 250}) == 1
+    assert await pair.act(2, {"type": "pass"}) == 2
+    real = engine_apply
+    calls = 0
+
+    def second_fails(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("the engine rejects this row (test)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(games_module, "apply", second_fails)
+    await pair.announce()  # folding in fails at the pass
+    live = pair.follower.games[pair.game_id]
+    assert pair.game_id in pair.follower.behind
+    assert live.state.version == 1
+    assert [row.version for row in await pair.shared.store.load_log(pair.game_id)][: live.last_seq][
+        -1
+    ] == 1, "the log position is the bid's row"
+    monkeypatch.setattr(games_module, "apply", real)
+    await pair.announce()
+    assert await pair.followed_version(2) == 2
+    assert live.state == (await pair.player.load(pair.game_id)).state

@@ -495,25 +495,29 @@ class GameManager:
     async def _catch_up(self, live: LiveGame) -> None:
         """Fold log rows this replica has not seen yet (restart, or another replica's writes)."""
         rows = await self.store.load_log(live.record.game_id, live.last_seq)
-        state = live.state
-        for row in rows:
-            if row.kind == "deal":
-                deal = parse_deal(row.payload["deal"], "deal")
-                state, _ = start_hand(state, deal)
-                _remember_salt(live, row)
-            else:
-                assert row.seat is not None
-                state, _ = apply(state, row.seat, decode_action(row.payload))
-            live.events.extend(map(_packed, row.events))
-            live.event_count += len(row.events)
-            live.last_seq = row.seq
-        if rows:
-            _keep_recent_events(live, self.watch_window)
-            live.active_at = self.clock()  # another replica's actions (load sets its own)
-            live.state = state
-            _announce(live)
-            if state.over and self.games.get(live.record.game_id) is live:
-                self._retire(live)  # it ended on another replica
+        folded = 0
+        try:
+            for row in rows:
+                if row.kind == "deal":
+                    state, _ = start_hand(live.state, parse_deal(row.payload["deal"], "deal"))
+                    _remember_salt(live, row)
+                else:
+                    assert row.seat is not None
+                    state, _ = apply(live.state, row.seat, decode_action(row.payload))
+                # Each row whole: should one ever fail to apply, the game stays at the row
+                # before it, and the next catch-up starts from that row, not after it.
+                live.state = state
+                live.events.extend(map(_packed, row.events))
+                live.event_count += len(row.events)
+                live.last_seq = row.seq
+                folded += 1
+        finally:
+            if folded:
+                _keep_recent_events(live, self.watch_window)
+                live.active_at = self.clock()  # another replica's actions (load sets its own)
+                _announce(live)
+                if live.state.over and self.games.get(live.record.game_id) is live:
+                    self._retire(live)  # it ended on another replica
 
     async def follow_changes(self) -> None:
         """Fold in other replicas' commits as the store announces them (runs until cancelled)."""
