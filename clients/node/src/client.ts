@@ -561,6 +561,7 @@ const LAST_BACKOFF_MS = 2_000;
  * client's: `open(afterSeq, again)` starts one stream (`again`: a re-opening, which waits for
  * the server). It resumes after the failure's `metadata.after_seq` when that is above 0, else
  * after the last event received, else as first asked (`afterSeq`). Other errors are thrown.
+ * `signal` (the caller's, and the client's close()) stops it while it waits to open again.
  */
 function resumable(
   open: (afterSeq: number, again: boolean) => WatchStream,
@@ -599,7 +600,7 @@ function resumable(
         await sleep(backoff, undefined, { signal: stop });
       } catch {
         if (released.signal.aborted) return;
-        throw aborted();
+        throw signal?.reason instanceof RefereeError ? signal.reason : aborted();
       }
       backoff = Math.min(2 * backoff, LAST_BACKOFF_MS);
     }
@@ -625,6 +626,10 @@ export class RefereeClient {
   readonly referee: RefereeServiceClient;
   readonly rules: RulesServiceClient;
   private readonly deadlineMs: number;
+  /** The calls in flight, which close() cancels. */
+  private readonly calls = new Set<grpc.Call>();
+  /** @internal aborted by close(): resumed watches stop waiting to open again. */
+  readonly closing = new AbortController();
 
   constructor(
     readonly target: string,
@@ -653,7 +658,16 @@ export class RefereeClient {
     this.deadlineMs = options.deadlineMs ?? 30_000;
   }
 
+  /** Closes the channel and cancels the calls still open (as the Python client's close()):
+   * they reject, and watches throw, RefereeError `CANCELLED`; a resumed watch stops too. */
   close(): void {
+    this.closing.abort(
+      new RefereeError({
+        code: grpc.status.CANCELLED,
+        details: "Cancelled on client (the client was closed)",
+      }),
+    );
+    for (const call of [...this.calls]) call.cancel();
     this.referee.close();
   }
 
@@ -692,6 +706,7 @@ export class RefereeClient {
         callMetadata(token, options.metadata),
         deadline(options.deadlineMs ?? this.deadlineMs),
         (error, response) => {
+          this.calls.delete(call);
           signal?.removeEventListener("abort", cancel);
           if (error) reject(RefereeError.from(error));
           else if (response === undefined)
@@ -699,6 +714,7 @@ export class RefereeClient {
           else resolve(response);
         },
       );
+      this.calls.add(call);
       signal?.addEventListener("abort", cancel, { once: true });
     });
   }
@@ -722,6 +738,7 @@ export class RefereeClient {
     // Whether the consumer let go (return() or throw()): the call's CANCELLED is then no error.
     let released = false;
     const cancel = () => call?.cancel();
+    const calls = this.calls;
 
     async function* messages(): AsyncGenerator<T, void, undefined> {
       if (signal?.aborted) throw aborted();
@@ -729,6 +746,7 @@ export class RefereeClient {
       if (options.waitForReady) metadata.setOptions({ waitForReady: true });
       const active = start(metadata, deadline(options.deadlineMs ?? 0));
       call = active;
+      calls.add(active);
       // A cancelled call reports CANCELLED after the loop has let go of the stream.
       active.on("error", () => undefined);
       signal?.addEventListener("abort", cancel, { once: true });
@@ -744,6 +762,7 @@ export class RefereeClient {
         if (released) return;
         throw RefereeError.from(error);
       } finally {
+        calls.delete(active);
         signal?.removeEventListener("abort", cancel);
         if (!finished) active.cancel();
       }
@@ -1038,9 +1057,10 @@ export class Session {
         this.token,
         { ...options, waitForReady },
       );
-    return options.resume
-      ? resumable(open, fromVersion, afterSeq, options.signal)
-      : open(afterSeq, false);
+    if (!options.resume) return open(afterSeq, false);
+    const closed = this.client.closing.signal;
+    const stop = options.signal ? AbortSignal.any([options.signal, closed]) : closed;
+    return resumable(open, fromVersion, afterSeq, stop);
   }
 }
 
