@@ -125,13 +125,19 @@ export interface RichDetails {
 }
 
 /** Decode google.rpc.Status and its ErrorInfo / BadRequest / RetryInfo details from call
- * metadata. */
+ * metadata. What does not decode (a proxy or another server may send anything) is left out:
+ * this runs in grpc-js's callbacks, where a throw is an uncaught exception. */
 export function decodeStatusDetails(metadata: grpc.Metadata | undefined): RichDetails {
   const raw = metadata?.get("grpc-status-details-bin")[0];
   if (raw === undefined || typeof raw === "string") return {};
   const root = rpcTypes();
   const statusType = root.lookupType("google.rpc.Status");
-  const status = statusType.toObject(statusType.decode(raw), TO_OBJECT) as Status__Output;
+  let status: Status__Output;
+  try {
+    status = statusType.toObject(statusType.decode(raw), TO_OBJECT) as Status__Output;
+  } catch {
+    return {};
+  }
   const out: RichDetails = { status };
   for (const detail of status.details) {
     // protobufjs names Any's field `typeUrl`; proto-loader's generated type says `type_url`.
@@ -140,7 +146,12 @@ export function decodeStatusDetails(metadata: grpc.Metadata | undefined): RichDe
     const name = typeUrl.slice(typeUrl.lastIndexOf("/") + 1);
     if (name !== ERROR_INFO && name !== BAD_REQUEST && name !== RETRY_INFO) continue;
     const type = root.lookupType(name);
-    const value = type.toObject(type.decode(detail.value), TO_OBJECT);
+    let value: unknown;
+    try {
+      value = type.toObject(type.decode(detail.value), TO_OBJECT);
+    } catch {
+      continue;
+    }
     if (name === ERROR_INFO) out.errorInfo = value as ErrorInfo__Output;
     else if (name === BAD_REQUEST) out.badRequest = value as BadRequest__Output;
     else out.retryInfo = value as RetryInfo__Output;

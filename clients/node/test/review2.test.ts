@@ -7,6 +7,7 @@ import { after, before, describe, test } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
+import * as googleProtoFiles from "google-proto-files";
 
 import {
   BUNDLED_PROTOS_DIR,
@@ -128,6 +129,59 @@ describe("Node client review 2", () => {
       closing.close();
       hung.close();
     }
+  });
+
+  test("a refusal whose status details cannot be decoded is still a RefereeError (unary, stream)", async () => {
+    behaviour = "garbled";
+    const other = new RefereeClient(standInAddress, { retries: false });
+    // Decoding threw inside grpc-js's callback: an uncaught exception (which ends a process
+    // without a handler) and a promise that never settles.
+    const uncaught: unknown[] = [];
+    const keep = (error: unknown) => uncaught.push(error);
+    process.prependListener("uncaughtException", keep);
+    try {
+      for (const ended of [
+        settling(other.listVariants()),
+        ending(other.session("g", "t").watch(0)),
+      ]) {
+        const error = await within(ended, 5_000, "the refused call");
+        assert.ok(error instanceof RefereeError, `not a RefereeError: ${String(error)}`);
+        assert.equal(error.codeName, "FAILED_PRECONDITION");
+        assert.equal(error.reason, "FAILED_PRECONDITION");
+        assert.equal(error.details, "refused, with a trailer nobody can decode");
+      }
+      assert.deepEqual(uncaught, []);
+    } finally {
+      process.removeListener("uncaughtException", keep);
+      other.close();
+    }
+  });
+
+  test("a status detail that cannot be decoded is left out; the others are read", () => {
+    const root = googleProtoFiles.loadSync(googleProtoFiles.getProtoPath("rpc", "status.proto"));
+    root.loadSync(googleProtoFiles.getProtoPath("rpc", "error_details.proto"));
+    const BadRequest = root.lookupType("google.rpc.BadRequest");
+    const Status = root.lookupType("google.rpc.Status");
+    const details = [
+      { type_url: "type.googleapis.com/google.rpc.ErrorInfo", value: Buffer.from([0xff, 0xff]) },
+      {
+        type_url: "type.googleapis.com/google.rpc.BadRequest",
+        value: BadRequest.encode(
+          BadRequest.fromObject({ fieldViolations: [{ field: "action.card", description: "?" }] }),
+        ).finish(),
+      },
+    ];
+    const code = grpc.status.INVALID_ARGUMENT;
+    const metadata = new grpc.Metadata();
+    metadata.set(
+      "grpc-status-details-bin",
+      Buffer.from(Status.encode(Status.fromObject({ code, message: "bad", details })).finish()),
+    );
+    const error = RefereeError.from(
+      Object.assign(new Error("bad"), { code, details: "bad", metadata }),
+    );
+    assert.equal(error.reason, "INVALID_ARGUMENT");
+    assert.deepEqual(error.fields, ["action.card"]);
   });
 
   test("close() stops a resumed watch that waits to open again", async () => {
