@@ -53,15 +53,21 @@ export interface MeldCombination {
   cards: Card[];
 }
 
-/** A game action in its A.4 JSON form. */
+/** A game action in its A.4 JSON form (an optional field given as null is left out). */
 export type Action =
   | { type: "bid"; amount: number }
-  | { type: "pass"; help?: boolean }
+  | { type: "pass"; help?: boolean | null }
   | { type: "bid_or_redeal" }
   | { type: "declare_trump"; suit: Suit }
   | { type: "pass_cards"; cards: Card[] }
   | { type: "discard"; cards: Card[] }
-  | { type: "meld"; cards: Card[]; melds?: MeldCombination[]; points?: number; name?: string }
+  | {
+      type: "meld";
+      cards: Card[];
+      melds?: MeldCombination[] | null;
+      points?: number | null;
+      name?: string | null;
+    }
   | { type: "exchange_dix" }
   | { type: "concede" }
   | { type: "draw"; turn_up: boolean }
@@ -465,12 +471,12 @@ export function actionToProto(action: Action): ProtoAction {
       return {
         meld: {
           cards: [...action.cards],
-          // present (even empty) only when the player declares combinations
-          ...(action.melds !== undefined
+          // present (even empty) only when the player declares combinations; null: absent
+          ...(action.melds != null
             ? { melds: { items: action.melds.map((m) => ({ name: m.name, cards: [...m.cards] })) } }
             : {}),
-          ...(action.points !== undefined ? { points: action.points } : {}),
-          ...(action.name !== undefined ? { name: action.name } : {}),
+          ...(action.points != null ? { points: action.points } : {}),
+          ...(action.name != null ? { name: action.name } : {}),
         },
       };
     case "exchange_dix":

@@ -184,6 +184,29 @@ describe("Node client review 2", () => {
     assert.deepEqual(error.fields, ["action.card"]);
   });
 
+  test("an A.4 action's optional fields given as null are left out, as the server reads them", async () => {
+    // RULES.md A.4 / decode_action: "an optional field given as null is the same as leaving it
+    // out"; Python's action_from_json reads it so. An action parsed from JSON may carry them.
+    const sent = [
+      { type: "meld", cards: ["KH", "QH"], melds: null, points: null, name: null },
+      { type: "pass", help: null },
+    ] as unknown as Action[];
+    assert.deepEqual(actionToProto(sent[0]!), { meld: { cards: ["KH", "QH"] } });
+    assert.deepEqual(actionToProto(sent[1]!), { passTurn: { help: false } });
+    const game = await client.createGame({ variant: "two-handed", seed: "review2-nulls" });
+    const seat = client.seat(game.gameId, game.seatTokens[0]!);
+    for (const action of sent) {
+      await seat.submit(action).catch((error: unknown) => {
+        assert.ok(error instanceof RefereeError, String(error)); // refused, and audited
+      });
+    }
+    const log = await client.session(game.gameId, game.adjudicatorToken).auditLog();
+    assert.deepEqual(
+      log.map((entry) => entry.action),
+      [{ type: "meld", cards: ["KH", "QH"] }, { type: "pass" }],
+    );
+  });
+
   test("close() stops a resumed watch that waits to open again", async () => {
     // Nothing listens there: the resumed watch waits (its backoff, then gRPC's wait-for-ready)
     // for a server to open again on.
