@@ -453,10 +453,20 @@ function loadProto(protosDir: string): ProtoGrpcType {
 // Conversions
 
 /** The protobuf `Action` oneof for an A.4 JSON action. */
+/** `value` if it is an int32, as the field holds it; protobufjs would otherwise send 250.5 as
+ * 250 and 2^32 + 250 as 250, turning a malformed action into a legal one (the Python client's
+ * protobuf raises on both). */
+function int32(value: number, field: string): number {
+  if (!Number.isInteger(value) || value < -(2 ** 31) || value > 2 ** 31 - 1) {
+    throw new TypeError(`${field} must be a 32-bit integer, not ${String(value)}`);
+  }
+  return value;
+}
+
 export function actionToProto(action: Action): ProtoAction {
   switch (action.type) {
     case "bid":
-      return { bid: { amount: action.amount } };
+      return { bid: { amount: int32(action.amount, "amount") } };
     case "pass":
       return { passTurn: { help: action.help ?? false } };
     case "bid_or_redeal":
@@ -475,7 +485,7 @@ export function actionToProto(action: Action): ProtoAction {
           ...(action.melds != null
             ? { melds: { items: action.melds.map((m) => ({ name: m.name, cards: [...m.cards] })) } }
             : {}),
-          ...(action.points != null ? { points: action.points } : {}),
+          ...(action.points != null ? { points: int32(action.points, "points") } : {}),
           ...(action.name != null ? { name: action.name } : {}),
         },
       };

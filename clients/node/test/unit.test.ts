@@ -52,6 +52,11 @@ test("actions map to the Action oneof", () => {
   assert.deepEqual(actionToProto({ type: "pass" }), { passTurn: { help: false } });
   assert.deepEqual(actionToProto({ type: "pass", help: true }), { passTurn: { help: true } });
   assert.deepEqual(actionToProto({ type: "bid", amount: 260 }), { bid: { amount: 260 } });
+  // protobufjs would send these as 250: a malformed action must not become a legal one.
+  for (const amount of [250.5, 2 ** 32 + 250, Number.NaN, Number.POSITIVE_INFINITY]) {
+    assert.throws(() => actionToProto({ type: "bid", amount }), TypeError);
+  }
+  assert.throws(() => actionToProto({ type: "meld", cards: ["AS"], points: 40.5 }), TypeError);
   assert.deepEqual(actionToProto({ type: "draw", turn_up: true }), { draw: { turnUp: true } });
   assert.deepEqual(actionToProto({ type: "concede" }), { concede: {} });
   assert.deepEqual(actionToProto({ type: "meld", cards: ["AS"] }), { meld: { cards: ["AS"] } });
