@@ -188,7 +188,7 @@ class RefereeClient:
 
     Safe calls are retried on ``UNAVAILABLE`` by gRPC itself (``SERVICE_CONFIG``); pass
     ``retries=False`` to see every failure, or a ``channel`` of your own. While a call is open
-    the connection is pinged after ``keepalive_seconds`` of silence (None: never), so a watch
+    the connection is pinged after ``keepalive_seconds`` of silence (None or 0: never), so a watch
     finds out when its server or network is gone without a word. While the server is away the
     channel tries to reconnect at most ``max_reconnect_backoff_seconds`` apart (None: gRPC's
     own backoff, up to 120 s), so calls work again soon after it is back. Each unary call has
@@ -226,7 +226,9 @@ class RefereeClient:
                 ("grpc.use_local_subchannel_pool", 1),
                 *reconnect_options(max_reconnect_backoff_seconds),
             ]
-            if keepalive_seconds is not None:
+            # 0 means no pings, as in the Node client (to gRPC it would be a ping every 0 ms
+            # with a 0 ms timeout, dropping every connection at once).
+            if keepalive_seconds is not None and keepalive_seconds > 0:
                 options += keepalive_options(keepalive_seconds)
             channel = (
                 grpc.aio.secure_channel(target, credentials, options)
