@@ -43,3 +43,29 @@ async def test_keepalive_seconds_0_means_no_pings(
                             break
             finally:
                 await stream.aclose()
+
+
+async def test_an_action_is_sent_as_given_or_not_at_all(tmp_path: Path) -> None:
+    """Was: the client made an action's numbers ints and its flags bools by force, so it sent
+    another action than the one given: a bid of 250.5 became a bid of 250 (accepted), "250" a
+    bid of 250, ``True`` a bid of 1, ``"help": "false"`` a pass with help. The engine refuses
+    each of them in the action's JSON form (MALFORMED_ACTION); the client cannot send them
+    (the fields are int32 and bool), so it refuses them before sending, and sends nothing."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="coerced")
+        seat = table.seats[1]
+        for action, field in (
+            ({"type": "bid", "amount": 250.5}, "amount"),
+            ({"type": "bid", "amount": "250"}, "amount"),
+            ({"type": "bid", "amount": True}, "amount"),
+            ({"type": "pass", "help": "false"}, "help"),
+            ({"type": "meld", "cards": [], "points": 20.5}, "points"),
+            ({"type": "draw", "turn_up": "false"}, "turn_up"),
+        ):
+            with pytest.raises(ValueError, match=field):
+                await seat.submit(action)
+        assert (await table.adj.view())["version"] == 0
+        assert await table.adj.audit_log() == []
+        # What means the same as an int still goes (a Struct's numbers are doubles).
+        result = await seat.submit({"type": "bid", "amount": 250.0})
+        assert result["events"][0]["amount"] == 250

@@ -150,9 +150,9 @@ def action_from_json(data: Mapping[str, object]) -> pb.Action:
     action = pb.Action()
     cards = [str(c) for c in data.get("cards", []) or []]  # type: ignore[attr-defined]
     if kind == "bid":
-        action.bid.amount = int(data["amount"])  # type: ignore[call-overload]
+        action.bid.amount = _integer(data["amount"], "amount")
     elif kind == "pass":
-        action.pass_turn.help = bool(data.get("help", False))
+        action.pass_turn.help = _boolean(data.get("help", False), "help")
     elif kind == "bid_or_redeal":
         action.bid_or_redeal.SetInParent()
     elif kind == "declare_trump":
@@ -170,7 +170,7 @@ def action_from_json(data: Mapping[str, object]) -> pb.Action:
             for entry in melds:  # type: ignore[attr-defined]
                 action.meld.melds.items.add(name=entry["name"], cards=entry["cards"])
         if data.get("points") is not None:
-            action.meld.points = int(data["points"])  # type: ignore[call-overload]
+            action.meld.points = _integer(data["points"], "points")
         if data.get("name") is not None:
             action.meld.name = str(data["name"])
     elif kind == "exchange_dix":
@@ -178,12 +178,33 @@ def action_from_json(data: Mapping[str, object]) -> pb.Action:
     elif kind == "concede":
         action.concede.SetInParent()
     elif kind == "draw":
-        action.draw.turn_up = bool(data["turn_up"])
+        action.draw.turn_up = _boolean(data["turn_up"], "turn_up")
     elif kind == "play":
         action.play.card = str(data["card"])
     else:
         raise ValueError(f"unknown action type {kind!r}")
     return action
+
+
+def _integer(value: object, field: str) -> int:
+    """An action's integer field: an int, or a float that is one (as a Struct number is).
+    Anything else is refused here, as the engine refuses it in the action's JSON form: it was
+    made an int (``int(250.5)``, a bid of 250), which sent another action than the one given."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{field} must be an integer, got {value!r}")
+    return value
+
+
+def _boolean(value: object, field: str) -> bool:
+    """An action's true-or-false field (None: false); anything else is refused, as by the
+    engine. It was made a bool by truth value: ``"false"`` was true."""
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"{field} must be true or false, got {value!r}")
+    return value
 
 
 def stored_event_to_proto(stored: Mapping[str, object]) -> pb.Event:
