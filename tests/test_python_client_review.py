@@ -8,7 +8,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from pinochle_client import RefereeClient
+from pinochle_client import RefereeClient, RefereeError
 
 from tests.service_helpers import new_table, serving
 
@@ -69,3 +69,21 @@ async def test_an_action_is_sent_as_given_or_not_at_all(tmp_path: Path) -> None:
         # What means the same as an int still goes (a Struct's numbers are doubles).
         result = await seat.submit({"type": "bid", "amount": 250.0})
         assert result["events"][0]["amount"] == 250
+
+
+async def test_audit_log_actions_read_like_every_other_struct(tmp_path: Path) -> None:
+    """Was: ``audit_log`` gave each entry's action (a Struct) as protobuf's JSON mapping made
+    it: numbers as floats (a bid of 250.0) and keys in the map's order, which changes from run
+    to run, where every other Struct the client reads (legal actions, records, verdicts) has
+    its integral numbers as ints, ``type`` first and the other keys sorted (as in the README
+    and the Node client)."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="audit-actions")
+        await table.seats[1].submit({"type": "bid", "amount": 250})
+        meld = {"type": "meld", "name": "x", "points": 20, "cards": ["AS"]}
+        with pytest.raises(RefereeError):
+            await table.seats[2].submit(meld)
+        bid, refused_meld = (entry["action"] for entry in await table.adj.audit_log())
+        assert bid == {"type": "bid", "amount": 250} and type(bid["amount"]) is int
+        assert list(refused_meld) == ["type", "cards", "name", "points"]
+        assert type(refused_meld["points"]) is int

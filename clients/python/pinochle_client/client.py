@@ -438,6 +438,15 @@ class RefereeClient:
         return HandScore(list(response.delta), list(response.saved))
 
 
+def _audit_entry(entry: pb.AuditEntry) -> dict[str, Any]:
+    """An audit log entry, its action (a Struct) read as every other Struct is (integral
+    numbers as ints, ``type`` first and the other keys sorted)."""
+    out = MessageToDict(entry, preserving_proto_field_name=True)
+    if entry.HasField("action"):
+        out["action"] = struct_to_dict(entry.action)
+    return out
+
+
 def _auth(token: str | None) -> tuple[tuple[str, str], ...] | None:
     return (("authorization", f"Bearer {token}"),) if token else None
 
@@ -481,7 +490,7 @@ class Session:
             self.client.referee.GetAuditLog,
             pb.GetAuditLogRequest(game_id=self.game_id, after_seq=after_seq, page_size=page_size),
         )
-        return [MessageToDict(e, preserving_proto_field_name=True) for e in response.entries]
+        return [_audit_entry(e) for e in response.entries]
 
     async def check_audit_log(self) -> AuditCheck:
         """The server's check of the game's hash chain, with where it breaks."""
