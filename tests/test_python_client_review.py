@@ -87,3 +87,18 @@ async def test_audit_log_actions_read_like_every_other_struct(tmp_path: Path) ->
         assert bid == {"type": "bid", "amount": 250} and type(bid["amount"]) is int
         assert list(refused_meld) == ["type", "cards", "name", "points"]
         assert type(refused_meld["points"]) is int
+
+
+async def test_audit_log_pages_on_from_the_seq_it_gives(tmp_path: Path) -> None:
+    """Was: ``audit_log`` says the next page starts after the last entry's ``seq``, but an
+    entry's ``seq`` is text (protobuf's JSON mapping of an int64), and passing it back as
+    ``after_seq`` raised TypeError."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="audit-pages")
+        for seat in (2, 3, 2):  # not their turn: three refusals
+            with pytest.raises(RefereeError):
+                await table.seats[seat].submit({"type": "pass"})
+        pages = [await table.adj.audit_log(page_size=2)]
+        while pages[-1]:
+            pages.append(await table.adj.audit_log(after_seq=pages[-1][-1]["seq"], page_size=2))
+        assert [[e["seat"] for e in page] for page in pages] == [[2, 3], [2], []]

@@ -482,13 +482,16 @@ class Session:
         )
         return struct_to_dict(response.record)
 
-    async def audit_log(self, after_seq: int = 0, page_size: int = 0) -> list[dict[str, Any]]:
+    async def audit_log(self, after_seq: int | str = 0, page_size: int = 0) -> list[dict[str, Any]]:
         """One page of the audit log: entries after ``after_seq``, at most ``page_size`` of them
         (0: the server's page size), fewer when they are large (a page stops before 2 MiB). The
-        next page starts after the last entry's ``seq``; the log ends with an empty page."""
+        next page starts after the last entry's ``seq``; the log ends with an empty page. An
+        entry's ``seq`` is text (protobuf's JSON form of an int64): ``after_seq`` takes it so."""
         response = await self._call(
             self.client.referee.GetAuditLog,
-            pb.GetAuditLogRequest(game_id=self.game_id, after_seq=after_seq, page_size=page_size),
+            pb.GetAuditLogRequest(
+                game_id=self.game_id, after_seq=int(after_seq), page_size=page_size
+            ),
         )
         return [_audit_entry(e) for e in response.entries]
 
