@@ -102,3 +102,31 @@ async def test_audit_log_pages_on_from_the_seq_it_gives(tmp_path: Path) -> None:
         while pages[-1]:
             pages.append(await table.adj.audit_log(after_seq=pages[-1][-1]["seq"], page_size=2))
         assert [[e["seat"] for e in page] for page in pages] == [[2, 3], [2], []]
+
+
+async def test_a_token_read_from_a_file_with_its_newline_works(tmp_path: Path) -> None:
+    """Was: a token with a newline at its end (read from a file: the server reads its own
+    ``--creator-token-file`` stripped, and takes the header's token stripped) could not travel
+    as a header: every unary call raised gRPC's internal ``ExecuteBatchError`` (neither a
+    RefereeError nor a grpc.RpcError) and a watch failed INTERNAL with no message. The client
+    sends the token without the blanks around it; one that still cannot travel (a line break
+    inside, a non-ASCII character) is refused with a ValueError saying so."""
+    creator = "creator-credential-for-this-test"
+    async with serving(tmp_path, creator_token=creator) as srv:
+        game = await srv.client.create_game(
+            "partnership", seed="newline", creator_token=creator + "\n"
+        )
+        seat = srv.client.seat(game.game_id, game.seat_tokens[1] + "\r\n")
+        assert (await seat.view())["version"] == 0
+        assert (await seat.submit({"type": "pass"}))["version"] == 1
+        spectator = srv.client.session(game.game_id, f" {game.spectator_token}\n")
+        stream = spectator.watch(0)
+        try:
+            assert "event" in await asyncio.wait_for(anext(stream), 10)
+        finally:
+            await stream.aclose()
+        for bad in (game.seat_tokens[1][:8] + "\n" + game.seat_tokens[1][8:], "tökén"):
+            with pytest.raises(ValueError, match="token"):
+                await srv.client.seat(game.game_id, bad).view()
+            with pytest.raises(ValueError, match="token"):
+                await srv.client.create_game("partnership", creator_token=bad)

@@ -448,7 +448,18 @@ def _audit_entry(entry: pb.AuditEntry) -> dict[str, Any]:
 
 
 def _auth(token: str | None) -> tuple[tuple[str, str], ...] | None:
-    return (("authorization", f"Bearer {token}"),) if token else None
+    """The ``authorization`` metadata for ``token``, sent without the blanks around it (a token
+    read from a file ends with a newline; the server strips the header's token too). A token
+    that cannot travel as a header value (a line break inside, a non-ASCII character) is
+    refused here: gRPC raised its internal ExecuteBatchError for it."""
+    token = token.strip() if token else token
+    if not token:
+        return None
+    if not (token.isascii() and token.isprintable()):
+        raise ValueError(
+            "a token is printable ASCII; this one holds a character no header can carry"
+        )
+    return (("authorization", f"Bearer {token}"),)
 
 
 class Session:
