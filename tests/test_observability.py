@@ -366,3 +366,45 @@ async def test_the_interceptor_wraps_each_method_handler_once() -> None:
     )
     assert await wrapped(get, handler()) is not first  # a server that registered it anew
     assert await wrapped(get, None) is None
+
+
+@pytest.mark.usefixtures("json_logs")
+async def test_a_stream_its_client_leaves_mid_answer_is_logged_and_counted_cancelled(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Was: when the client went away while a server stream waited at its ``yield`` (the
+    handler had more to send: a batch of records, a backlog of events), gRPC let the stream
+    go and asyncio closed it later in a task and context of its own. Its ``finally`` then
+    failed ("Token ... was created in a different Context"): no log line, and no count as
+    ``CANCELLED`` (asyncio logged "Task exception was never retrieved"). Found by a review of
+    the Python client."""
+    record = json.dumps(
+        {
+            "format": "pinochle-record/1",
+            "variant": "partnership",
+            "options": {},
+            "dealer": 0,
+            "hands": [],
+        }
+    )
+    handled = {
+        "grpc_service": "pinochle.referee.v1.RefereeService",
+        "grpc_method": "AuditRecords",
+        "grpc_code": "CANCELLED",
+    }
+    async with serving(tmp_path) as srv:
+        configure_logging("json")  # serving() quiets the logs; this test wants them
+        before = REGISTRY.get_sample_value("grpc_server_handled_total", handled) or 0.0
+        capfd.readouterr()
+        stream = srv.client.referee.AuditRecords(pb.AuditRecordsRequest(records=[record] * 2000))
+        await stream.read()
+        stream.cancel()
+        lines = await log_lines(capfd, rpcs=1)
+        (line,) = [line for line in lines if line.get("event") == "rpc"]
+        assert (line["rpc"], line["outcome"], line["grpc_code"]) == (
+            "AuditRecords",
+            "cancelled",
+            "CANCELLED",
+        )
+        assert REGISTRY.get_sample_value("grpc_server_handled_total", handled) == before + 1
+        assert "never retrieved" not in capfd.readouterr().err

@@ -49,8 +49,26 @@ def current() -> dict[str, object]:
     return dict(line) if line is not None else {}
 
 
-def end(token: Token[dict[str, object] | None]) -> dict[str, object]:
-    """Close the line opened with ``token`` and return its fields."""
-    line = _FIELDS.get()
-    _FIELDS.reset(token)
+def opened() -> dict[str, object] | None:
+    """The current call's line itself (not a copy), for ``end`` to be given: see there."""
+    return _FIELDS.get()
+
+
+def end(
+    token: Token[dict[str, object] | None], line: dict[str, object] | None = None
+) -> dict[str, object]:
+    """Close the line opened with ``token`` and return its fields.
+
+    A stream handler passes its ``line`` (``opened()`` after ``begin``): when its client goes
+    away while the handler waits at a ``yield``, gRPC lets the async generator go and asyncio
+    closes it in a task of its own, in another context, where the current line is another
+    call's (or none) and the token cannot be reset; the context it was set in has ended with
+    the call's task, so there is nothing to restore.
+    """
+    if line is None:
+        line = _FIELDS.get()
+    try:  # noqa: SIM105 - every call ends here: no context manager on the hot path
+        _FIELDS.reset(token)
+    except ValueError:  # closed from another context (see above)
+        pass
     return line if line is not None else {}

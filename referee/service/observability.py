@@ -309,6 +309,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:  # type: ignore[type-arg]
             line = logline.begin(rpc=name)
+            fields = logline.opened()  # this call's own, whatever context ends it (see below)
             started = time.perf_counter()
             ending = "OK"
             try:
@@ -316,7 +317,9 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                     await _refuse_unread(request, context)
                 async for item in inner(request, context):
                     yield item
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, GeneratorExit):
+                # GeneratorExit: the client went away while this waited at its yield; gRPC
+                # dropped the stream and asyncio closes it in another task and context.
                 ending = "CANCELLED"
                 raise
             except Exception as error:
@@ -324,7 +327,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                 await self._refuse_or_fail(error, context)
                 raise
             finally:
-                self._close(service, name, context, line, started, ending)
+                self._close(service, name, context, line, started, ending, fields)
 
         return stream
 
@@ -365,6 +368,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         line: contextvars.Token[dict[str, object] | None],
         started: float,
         ending: str,
+        fields_of_stream: dict[str, object] | None = None,
     ) -> None:
         """Count the call and write its canonical line. ``ending`` is OK, CANCELLED, or FAILED
         (it raised: the status it was refused or failed with names it)."""
@@ -378,7 +382,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         elapsed = time.perf_counter() - started
         metrics.grpc_handled(service, name, code).inc()
         metrics.grpc_seconds(service, name).observe(elapsed)
-        fields = logline.end(line)
+        fields = logline.end(line, fields_of_stream)
         if not service.startswith("grpc.health"):
             # Every line says how the call ended: handlers set accepted / created / refused /
             # failed where they know more; a call that set nothing served ("ok"), was
