@@ -10,7 +10,7 @@ import grpc
 import pytest
 from pinochle_client import RefereeClient, RefereeError
 
-from tests.service_helpers import new_table, serving
+from tests.service_helpers import SilentNetwork, new_table, serving
 
 
 async def test_keepalive_seconds_0_means_no_pings(
@@ -130,3 +130,40 @@ async def test_a_token_read_from_a_file_with_its_newline_works(tmp_path: Path) -
                 await srv.client.seat(game.game_id, bad).view()
             with pytest.raises(ValueError, match="token"):
                 await srv.client.create_game("partnership", creator_token=bad)
+
+
+async def test_close_ends_open_calls_with_referee_error_cancelled(tmp_path: Path) -> None:
+    """Was: ``close()`` made a call still open raise ``asyncio.CancelledError`` in its
+    caller's task, though nobody had cancelled it (the task then reported itself cancelled,
+    and a TaskGroup dropped it silently), and a call after ``close()`` raised gRPC's
+    UsageError: neither a RefereeError. Now both are RefereeError ``CANCELLED`` (as in the Node
+    client); a cancellation of the caller's own task still goes through as such."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="closing")
+        async with SilentNetwork(srv.running.port) as network:
+            client = RefereeClient(
+                f"127.0.0.1:{network.port}", keepalive_seconds=None, deadline_seconds=None
+            )
+            seat = client.seat(table.game_id, table.seat_tokens[1])
+            await table.seats[1].submit({"type": "bid", "amount": 250})
+            await seat.view()  # connected through the relay
+            watch = seat.watch(1)  # nothing after version 1 yet: it waits
+            waiting = asyncio.ensure_future(anext(watch))
+            await asyncio.sleep(0.2)  # the stream is open
+            network.cut()
+            hanging = asyncio.ensure_future(seat.view())  # no answer will come
+            mine = asyncio.ensure_future(seat.view())
+            await asyncio.sleep(0.2)
+            mine.cancel()  # the caller cancels its own call
+            with pytest.raises(asyncio.CancelledError):
+                await mine
+            await client.close()
+            for task in (hanging, waiting):
+                with pytest.raises(RefereeError) as closed:
+                    await asyncio.wait_for(task, 20)
+                assert closed.value.code == grpc.StatusCode.CANCELLED
+                assert not task.cancelled()
+            with pytest.raises(RefereeError) as after:
+                await seat.view()
+            assert after.value.code == grpc.StatusCode.CANCELLED
+            assert "closed" in after.value.message

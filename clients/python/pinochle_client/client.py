@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -236,6 +236,7 @@ class RefereeClient:
                 else grpc.aio.insecure_channel(target, options)
             )
         self.channel = channel
+        self.closed = False
         self.referee = pb_grpc.RefereeServiceStub(channel)
         self.rules = pb_grpc.RulesServiceStub(channel)
 
@@ -251,6 +252,9 @@ class RefereeClient:
         await self.close()
 
     async def close(self) -> None:
+        """Close the channel: the calls still open, and any made afterwards, raise
+        RefereeError ``CANCELLED`` (as in the Node client)."""
+        self.closed = True
         await self.channel.close()
 
     async def create_game(
@@ -283,12 +287,11 @@ class RefereeClient:
         else:
             request.server_shuffle.SetInParent()
         metadata = _auth(adjudicator_token if adjudicator_token is not None else creator_token)
-        try:
-            response = await self.referee.CreateGame(
+        response = await self._ask(
+            lambda: self.referee.CreateGame(
                 request, metadata=metadata, timeout=self.deadline_seconds
             )
-        except grpc.RpcError as error:
-            raise RefereeError(error) from None
+        )
         return CreatedGame(
             response.game_id,
             list(response.seat_tokens),
@@ -306,7 +309,9 @@ class RefereeClient:
     async def list_variants(self) -> list[dict[str, Any]]:
         """Every variant with its options (OPTIONS.md); a failure raises RefereeError."""
         response = await self._ask(
-            self.referee.ListVariants(pb.ListVariantsRequest(), timeout=self.deadline_seconds)
+            lambda: self.referee.ListVariants(
+                pb.ListVariantsRequest(), timeout=self.deadline_seconds
+            )
         )
         return [MessageToDict(v, preserving_proto_field_name=True) for v in response.variants]
 
@@ -318,16 +323,40 @@ class RefereeClient:
         try:
             async for item in self.referee.AuditRecords(request):
                 yield struct_to_dict(item.verdict)
-        except grpc.RpcError as error:
-            raise RefereeError(error) from None
+        except (grpc.RpcError, asyncio.CancelledError, grpc.aio.UsageError) as error:
+            refused = self._refusal(error)
+            if refused is None:
+                raise
+            raise refused from None
 
-    @staticmethod
-    async def _ask(call: Awaitable[T]) -> T:
-        """The answer of a call that needs no game; a refusal raises RefereeError."""
+    async def _ask(self, start: Callable[[], Awaitable[T]]) -> T:
+        """The answer of the unary call ``start`` makes; any failure raises RefereeError."""
         try:
-            return await call
-        except grpc.RpcError as error:
-            raise RefereeError(error) from None
+            return await start()
+        except (grpc.RpcError, asyncio.CancelledError, grpc.aio.UsageError) as error:
+            refused = self._refusal(error)
+            if refused is None:
+                raise
+            raise refused from None
+
+    def _refusal(self, error: BaseException) -> RefereeError | None:
+        """``error`` as the RefereeError a caller gets, or None to let it through. A call that
+        ``close()`` ended (gRPC raises CancelledError in the caller's task, though nobody
+        cancelled it) or one made after it (gRPC's UsageError) is CANCELLED, as in the Node
+        client; a cancellation of the caller's own task goes through."""
+        if isinstance(error, grpc.RpcError):
+            return RefereeError(error)
+        task = asyncio.current_task()
+        if self.closed and (task is None or task.cancelling() == 0):
+            return RefereeError(
+                grpc.aio.AioRpcError(
+                    grpc.StatusCode.CANCELLED,
+                    grpc.aio.Metadata(),
+                    grpc.aio.Metadata(),
+                    details="the client was closed",
+                )
+            )
+        return None
 
     # Rules queries (RulesService): stateless, no token.
 
@@ -342,7 +371,9 @@ class RefereeClient:
         request = pb.ScoreMeldRequest(variant=variant, hand=list(hand), trump=trump)
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
-        response = await self._ask(self.rules.ScoreMeld(request, timeout=self.deadline_seconds))
+        response = await self._ask(
+            lambda: self.rules.ScoreMeld(request, timeout=self.deadline_seconds)
+        )
         return MeldResult(
             response.total,
             [MeldScore(m.name, m.level, m.points, list(m.cards)) for m in response.melds],
@@ -371,7 +402,9 @@ class RefereeClient:
             request.phase = phase
         if seat_of_partner_in_trick is not None:
             request.seat_of_partner_in_trick = seat_of_partner_in_trick
-        response = await self._ask(self.rules.LegalPlays(request, timeout=self.deadline_seconds))
+        response = await self._ask(
+            lambda: self.rules.LegalPlays(request, timeout=self.deadline_seconds)
+        )
         return list(response.legal)
 
     async def trick_winner(
@@ -385,7 +418,9 @@ class RefereeClient:
         request = pb.TrickWinnerRequest(variant=variant, trick=list(trick), trump=trump)
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
-        response = await self._ask(self.rules.TrickWinner(request, timeout=self.deadline_seconds))
+        response = await self._ask(
+            lambda: self.rules.TrickWinner(request, timeout=self.deadline_seconds)
+        )
         return response.winner
 
     async def trick_points(
@@ -400,7 +435,9 @@ class RefereeClient:
         request = pb.TrickPointsRequest(variant=variant, cards=list(cards), last=last)
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
-        response = await self._ask(self.rules.TrickPoints(request, timeout=self.deadline_seconds))
+        response = await self._ask(
+            lambda: self.rules.TrickPoints(request, timeout=self.deadline_seconds)
+        )
         return response.points
 
     async def score_hand(
@@ -434,7 +471,9 @@ class RefereeClient:
             request.declarer = declarer
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
-        response = await self._ask(self.rules.ScoreHand(request, timeout=self.deadline_seconds))
+        response = await self._ask(
+            lambda: self.rules.ScoreHand(request, timeout=self.deadline_seconds)
+        )
         return HandScore(list(response.delta), list(response.saved))
 
 
@@ -473,12 +512,9 @@ class Session:
         self.version = 0
 
     async def _call(self, method: Any, request: Any) -> Any:
-        try:
-            return await method(
-                request, metadata=self.metadata, timeout=self.client.deadline_seconds
-            )
-        except grpc.RpcError as error:
-            raise RefereeError(error) from None
+        return await self.client._ask(
+            lambda: method(request, metadata=self.metadata, timeout=self.client.deadline_seconds)
+        )
 
     async def view(self) -> dict[str, Any]:
         response = await self._call(
@@ -589,8 +625,11 @@ class Session:
                             "view": _object(item.snapshot.view_json),
                         }
                     }
-        except grpc.RpcError as error:
-            raise RefereeError(error) from None
+        except (grpc.RpcError, asyncio.CancelledError, grpc.aio.UsageError) as error:
+            refused = self.client._refusal(error)
+            if refused is None:
+                raise
+            raise refused from None
         finally:
             # Closing this iterator early (``aclose``, ``break`` in ``async with aclosing``)
             # ends the call at once, so the server stops following the game for it.
