@@ -167,3 +167,13 @@ async def test_close_ends_open_calls_with_referee_error_cancelled(tmp_path: Path
                 await seat.view()
             assert after.value.code == grpc.StatusCode.CANCELLED
             assert "closed" in after.value.message
+
+
+async def test_create_game_refuses_arguments_it_would_misread() -> None:
+    """Was: a seed with given deals sent the seed and dropped the deals unseen, and a string
+    of players named one seat per character ("Al": "A" and "l")."""
+    async with RefereeClient("127.0.0.1:1") as client:
+        with pytest.raises(ValueError, match="not both"):
+            await client.create_game("partnership", seed="s", given_deals=[{}])
+        with pytest.raises(TypeError, match="list of names"):
+            await client.create_game("partnership", players="Al")

@@ -795,6 +795,10 @@ export class RefereeClient {
     if (request.adjudicatorToken !== undefined && request.creatorToken !== undefined) {
       throw new TypeError("send one credential: the adjudicator credential also creates games");
     }
+    if (request.seed !== undefined && request.givenDeals !== undefined) {
+      // One deal mode (the request's oneof): the deals would otherwise be dropped unseen.
+      throw new TypeError("give a seed or given deals, not both");
+    }
     const message: CreateGameRequest = {
       variant: request.variant,
       firstDealer: request.firstDealer ?? 0,

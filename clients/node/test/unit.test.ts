@@ -9,6 +9,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as googleProtoFiles from "google-proto-files";
 
 import {
+  RefereeClient,
   RefereeError,
   Rng,
   VIOLATION_CODES,
@@ -155,4 +156,16 @@ test("RefereeError decodes ErrorInfo and BadRequest from grpc-status-details-bin
   );
   assert.equal(plain.reason, "UNAVAILABLE");
   assert.deepEqual(plain.fields, []);
+});
+
+test("createGame refuses a seed and given deals together (the deals would be dropped)", async () => {
+  const client = new RefereeClient("127.0.0.1:1");
+  try {
+    await assert.rejects(
+      client.createGame({ variant: "partnership", seed: "s", givenDeals: [{}] }),
+      TypeError,
+    );
+  } finally {
+    client.close();
+  }
 });

@@ -275,6 +275,11 @@ class RefereeClient:
         required. Send one or the other."""
         if adjudicator_token is not None and creator_token is not None:
             raise ValueError("send one credential: the adjudicator credential also creates games")
+        if seed is not None and given_deals is not None:
+            # One deal mode (the request's oneof): the deals would otherwise be dropped unseen.
+            raise ValueError("give a seed or given deals, not both")
+        if isinstance(players, str):  # a str is a Sequence[str]: "Al" would name two seats
+            raise TypeError("players is a list of names, one per seat")
         request = pb.CreateGameRequest(
             variant=variant, first_dealer=first_dealer, player_names=list(players)
         )
