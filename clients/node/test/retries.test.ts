@@ -10,15 +10,12 @@ import { after, before, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
 import * as googleProtoFiles from "google-proto-files";
 
 import type { WatchGameResponse } from "../generated/pinochle/referee/v1/WatchGameResponse";
 
 import {
   BUNDLED_PROTOS_DIR,
-  LOADER_OPTIONS,
-  PROTO_FILE,
   RefereeClient,
   RefereeError,
   SERVICE_CONFIG_FILE,
@@ -26,6 +23,7 @@ import {
   type WatchItem,
   type WatchStream,
 } from "../src/index";
+import { refereeServiceDefinition } from "./server";
 
 interface Counts {
   submissions: string[]; // the request id of every SubmitAction attempt received
@@ -73,15 +71,8 @@ function shuttingDown(afterSeq: number): grpc.ServiceError {
 }
 
 before(async () => {
-  const definition = protoLoader.loadSync(PROTO_FILE, {
-    ...LOADER_OPTIONS,
-    includeDirs: [BUNDLED_PROTOS_DIR],
-  });
-  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
-    pinochle: { referee: { v1: { RefereeService: grpc.ServiceClientConstructor } } };
-  };
   server = new grpc.Server();
-  server.addService(loaded.pinochle.referee.v1.RefereeService.service, {
+  server.addService(refereeServiceDefinition(), {
     SubmitAction(
       call: grpc.ServerUnaryCall<{ requestId: string }, unknown>,
       callback: grpc.sendUnaryData<unknown>,

@@ -6,13 +6,9 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
 import * as googleProtoFiles from "google-proto-files";
 
 import {
-  BUNDLED_PROTOS_DIR,
-  LOADER_OPTIONS,
-  PROTO_FILE,
   RefereeClient,
   RefereeError,
   actionToProto,
@@ -20,7 +16,7 @@ import {
   type WatchItem,
   type WatchStream,
 } from "../src/index";
-import { useServer, type RunningServer } from "./server";
+import { refereeServiceDefinition, useServer, type RunningServer } from "./server";
 import { until } from "./watching";
 
 let server: RunningServer;
@@ -45,15 +41,8 @@ function garbled(): grpc.ServiceError {
 }
 
 before(async () => {
-  const definition = protoLoader.loadSync(PROTO_FILE, {
-    ...LOADER_OPTIONS,
-    includeDirs: [BUNDLED_PROTOS_DIR],
-  });
-  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
-    pinochle: { referee: { v1: { RefereeService: grpc.ServiceClientConstructor } } };
-  };
   standIn = new grpc.Server();
-  standIn.addService(loaded.pinochle.referee.v1.RefereeService.service, {
+  standIn.addService(refereeServiceDefinition(), {
     ListVariants(_call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) {
       if (behaviour === "garbled") callback(garbled());
       // "hang": never answers

@@ -13,8 +13,9 @@ import * as path from "node:path";
 import { after, before } from "node:test";
 
 import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
 
-import { RefereeClient } from "../src/index";
+import { BUNDLED_PROTOS_DIR, LOADER_OPTIONS, PROTO_FILE, RefereeClient } from "../src/index";
 
 /** The refusal budget the harness's server starts with (--refusal-burst). */
 export const REFUSAL_BURST = 5;
@@ -202,4 +203,17 @@ async function launch(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return stop;
+}
+
+/** The RefereeService definition as the client loads it, for a stand-in grpc-js server that
+ * answers in the referee's place (what a real one never sends: garbled trailers, no answer). */
+export function refereeServiceDefinition(): grpc.ServiceDefinition {
+  const definition = protoLoader.loadSync(PROTO_FILE, {
+    ...LOADER_OPTIONS,
+    includeDirs: [BUNDLED_PROTOS_DIR],
+  });
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    pinochle: { referee: { v1: { RefereeService: grpc.ServiceClientConstructor } } };
+  };
+  return loaded.pinochle.referee.v1.RefereeService.service;
 }
