@@ -215,7 +215,7 @@ export interface WatchOptions extends CallOptions {
 export interface SubmitOptions extends CallOptions {
   /** Defaults to the version this session last saw. */
   expectedVersion?: number;
-  /** Defaults to a fresh UUID; reuse one to retry safely. */
+  /** Defaults to a fresh UUID (also for ""); reuse one to retry safely. */
   requestId?: string;
 }
 
@@ -1102,7 +1102,8 @@ export class SeatSession extends Session {
       gameId: this.gameId,
       action: actionToProto(action),
       expectedVersion: options.expectedVersion ?? this.version,
-      requestId: options.requestId ?? randomUUID(),
+      // "" too gets a fresh one (as in the Python client): an empty id means no idempotency.
+      requestId: options.requestId || randomUUID(),
     };
     const response = await this.client.unary<SubmitActionResponse__Output>(
       (md, opts, cb) => this.client.referee.SubmitAction(request, md, opts, cb),

@@ -170,6 +170,19 @@ describe("retries", () => {
     }
   });
 
+  test("an empty request id is replaced by a fresh one, which the retries share", async () => {
+    reset(1);
+    const client = new RefereeClient(address);
+    try {
+      await client.seat("g", "t").submit({ type: "pass" }, { requestId: "" });
+      assert.equal(counts.submissions.length, 2);
+      assert.notEqual(counts.submissions[0], "");
+      assert.equal(counts.submissions[1], counts.submissions[0]);
+    } finally {
+      client.close();
+    }
+  });
+
   test("after four attempts the failure is the answer", async () => {
     reset(10);
     assert.equal(await failedSubmission(new RefereeClient(address), "r-2"), "UNAVAILABLE");
