@@ -770,7 +770,7 @@ async def test_finished_games_forget_their_responses_oldest_first(store: GameSto
 
 
 async def test_ping_reads_the_database_and_fails_once_it_cannot(backend: Backend) -> None:
-    """Readiness (server.follow_store_health) asks ``ping``: quiet while the store can be read,
+    """Readiness (server.StoreHealth) asks ``ping``: quiet while the store can be read,
     StoreError once it cannot (here: closed)."""
     store = backend.make()
     await store.open()

@@ -44,6 +44,12 @@ STORE_REACHABLE = Gauge(
     " (RefereeService's health is then NOT_SERVING).",
 )
 STORE_REACHABLE.set(1)
+BACKGROUND_RESTARTS = Counter(
+    "referee_background_restarts_total",
+    "Background loops (follow-store-changes, keep-house, follow-store-health) that failed"
+    " unexpectedly and were started again (the log has each failure's traceback).",
+    ["task"],
+)
 STORE_COMMIT_SECONDS = Histogram(
     "referee_store_commit_seconds",
     "Time from handing an action to the store until its transaction committed.",
@@ -72,3 +78,8 @@ def actions(variant: str, action: str, result: str) -> Counter:
 @functools.cache
 def violations(code: str) -> Counter:
     return VIOLATIONS.labels(code)
+
+
+@functools.cache
+def background_restarts(task: str) -> Counter:
+    return BACKGROUND_RESTARTS.labels(task)

@@ -11,9 +11,10 @@ import contextlib
 import gc
 import signal
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 import structlog
@@ -43,8 +44,12 @@ from referee.service.settings import (
 )
 from referee.store.base import GameStore, StoreError, is_postgres_url
 
-# follow_store_health: a store read that takes longer counts as unreachable.
+# StoreHealth: a store read that takes longer counts as unreachable.
 STORE_CHECK_TIMEOUT_SECONDS = 5.0
+# keep_running: the first wait before a failed background loop starts again, doubled after each
+# failure up to the second; a loop that ran this long before failing starts from the first again.
+BACKGROUND_RETRY_SECONDS = 0.5
+BACKGROUND_MAX_RETRY_SECONDS = 30.0
 GC_THRESHOLD = 20_000  # allocations between first-generation collections (CPython's default: 700)
 SERVICE_NAMES = (
     pb.DESCRIPTOR.services_by_name["RefereeService"].full_name,
@@ -279,53 +284,100 @@ async def _serve_on(
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    store_health = StoreHealth(store, health_servicer, settings.store_check_seconds)
     background = [
-        asyncio.create_task(games.follow_changes(), name="follow-store-changes"),
-        asyncio.create_task(games.keep_house(settings.housekeeping_seconds), name="keep-house"),
-        asyncio.create_task(
-            follow_store_health(store, health_servicer, settings.store_check_seconds),
-            name="follow-store-health",
-        ),
+        asyncio.create_task(keep_running(name, run), name=name)
+        for name, run in (
+            ("follow-store-changes", games.follow_changes),
+            ("keep-house", lambda: games.keep_house(settings.housekeeping_seconds)),
+            ("follow-store-health", store_health.follow),
+        )
     ]
     return Running(server, port, health_servicer, store, games, background)
 
 
-async def follow_store_health(
-    store: GameStore, health_servicer: health.aio.HealthServicer, every: float
-) -> None:
+async def keep_running(name: str, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run the background loop ``run`` for the server's life (until cancelled), starting it
+    again whenever it fails.
+
+    These loops (another replica's commits folded in, housekeeping, readiness) catch the
+    failures they expect, the store's among them; anything else used to end the task, seen by
+    nobody: a replica then stopped folding in other replicas' commits (its watchers saw
+    nothing more), or stopped evicting idle games and forgetting old responses, while it went
+    on serving. Now the failure is logged with its traceback, counted in
+    ``referee_background_restarts_total{task}``, and the loop starts again after a pause that
+    doubles while it keeps failing (from ``BACKGROUND_RETRY_SECONDS`` to
+    ``BACKGROUND_MAX_RETRY_SECONDS``). Each loop starts from what is durable or kept outside
+    it: following the store's changes starts with ``ALL_GAMES``, so nothing announced while
+    it was down is missed.
+    """
+    log = structlog.get_logger("referee")
+    loop = asyncio.get_running_loop()
+    pause = BACKGROUND_RETRY_SECONDS
+    while True:
+        started = loop.time()
+        try:
+            await run()
+        except Exception:
+            if loop.time() - started >= BACKGROUND_MAX_RETRY_SECONDS:
+                pause = BACKGROUND_RETRY_SECONDS  # it had been working: a new failure
+            log.exception("background_task_failed", task=name, restart_in_seconds=pause)
+        else:  # pragma: no cover - none of the loops returns; one that did would stop working
+            log.error("background_task_ended", task=name, restart_in_seconds=pause)
+        metrics.background_restarts(name).inc()
+        await asyncio.sleep(pause)
+        pause = min(2 * pause, BACKGROUND_MAX_RETRY_SECONDS)
+
+
+class StoreHealth:
     """Readiness follows the store: RefereeService is NOT_SERVING while the store cannot be
-    read, SERVING again once it can (checked every ``every`` seconds, until cancelled).
+    read, SERVING again once it can (checked every ``every`` seconds).
 
     A replica cut off from the shared PostgreSQL database answered every game call
     UNAVAILABLE while its health said SERVING, so balancers and Kubernetes' readiness probe
     (both ask for RefereeService) kept sending it traffic the other replicas could serve.
     The server as a whole ("", the liveness probe's) and the stateless RulesService stay
     SERVING: restarting the process would not bring the database back. After a graceful
-    shutdown has begun, the health servicer ignores these changes.
+    shutdown has begun, the health servicer ignores these changes. What was last found is
+    kept here, outside ``follow``, so a restarted ``follow`` (``keep_running``) goes on from it.
     """
-    log = structlog.get_logger("referee.store")
-    service = SERVICE_NAMES[0]  # RefereeService
-    reachable = True
-    while True:
-        await asyncio.sleep(every)
+
+    def __init__(
+        self, store: GameStore, health_servicer: health.aio.HealthServicer, every: float
+    ) -> None:
+        self.store = store
+        self.health_servicer = health_servicer
+        self.every = every
+        self.reachable = True
+
+    async def follow(self) -> None:
+        """Check the store every ``every`` seconds, until cancelled."""
+        while True:
+            await asyncio.sleep(self.every)
+            await self.check()
+
+    async def check(self) -> None:
+        log = structlog.get_logger("referee.store")
+        service = SERVICE_NAMES[0]  # RefereeService
+        timeout = max(self.every, STORE_CHECK_TIMEOUT_SECONDS)
         try:
-            await asyncio.wait_for(store.ping(), timeout=max(every, STORE_CHECK_TIMEOUT_SECONDS))
+            await asyncio.wait_for(self.store.ping(), timeout=timeout)
         except (StoreError, TimeoutError) as error:
             metrics.STORE_REACHABLE.set(0)
-            if reachable:
-                reachable = False
-                await health_servicer.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
+            if self.reachable:
+                self.reachable = False
+                await self.health_servicer.set(service, health_pb2.HealthCheckResponse.NOT_SERVING)
                 log.warning(
                     "store_unreachable",
                     service=service,
                     health="NOT_SERVING",
                     error=str(error) or "no answer in time",
                 )
-            continue
+            return
         metrics.STORE_REACHABLE.set(1)
-        if not reachable:
-            reachable = True
-            await health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
+        if not self.reachable:
+            self.reachable = True
+            await self.health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
             log.info("store_reachable", service=service, health="SERVING")
 
 

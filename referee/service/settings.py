@@ -91,7 +91,7 @@ class Settings:
     # How often idle games leave memory and referee_games_active is recounted from the store
     # (GameManager.keep_house). Not a flag: tests shorten it.
     housekeeping_seconds: float = 15.0
-    # How often readiness asks the store whether it can be read (follow_store_health). Not a
+    # How often readiness asks the store whether it can be read (server.StoreHealth). Not a
     # flag: tests shorten it.
     store_check_seconds: float = 5.0
     # How often clients may ping (keepalive_options). Not a flag: tests shorten it.

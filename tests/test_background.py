@@ -1,0 +1,162 @@
+"""The server's background loops (``referee.service.server.keep_running``): following another
+replica's commits, housekeeping and readiness each catch the failures they expect; anything
+else used to end its task for good, seen by nobody, while the server went on serving. A failed
+loop is now logged with its traceback, counted, and started again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from grpc_health.v1 import health_pb2
+from prometheus_client import REGISTRY
+from structlog.testing import capture_logs
+
+from referee.service import server as server_module
+from referee.service.server import SERVICE_NAMES
+from referee.store.base import ALL_GAMES, StoreError
+from referee.store.postgres import PostgresStore
+from tests.service_helpers import health_stub, new_table, play_step, quiet_logs, serving
+from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
+
+
+def restarts(task: str) -> float:
+    return REGISTRY.get_sample_value("referee_background_restarts_total", {"task": task}) or 0.0
+
+
+async def eventually(condition: Any, seconds: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "not within the time allowed"
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture(autouse=True)
+def short_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server_module, "BACKGROUND_RETRY_SECONDS", 0.01)
+
+
+async def test_housekeeping_that_fails_is_logged_counted_and_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eviction failing twice for a reason nobody expected (not the store's) ended the
+    housekeeping task: idle games were never evicted again, old responses never forgotten,
+    games left behind by a failed catch-up never caught up."""
+    quiet_logs()
+    before = restarts("keep-house")
+    async with serving(tmp_path, housekeeping_seconds=0.02) as srv:
+        games = srv.running.games
+        calls = 0
+        evict = games.evict_idle_games
+
+        async def failing_twice() -> int:
+            nonlocal calls
+            calls += 1
+            if calls <= 2:
+                raise RuntimeError(f"unexpected failure {calls}")
+            return await evict()
+
+        monkeypatch.setattr(games, "evict_idle_games", failing_twice)
+        with capture_logs() as logs:
+            await eventually(lambda: calls >= 4)
+        failed = [entry for entry in logs if entry["event"] == "background_task_failed"]
+        assert [entry["task"] for entry in failed] == ["keep-house", "keep-house"]
+        assert [entry["restart_in_seconds"] for entry in failed] == [0.01, 0.02]
+        assert all(entry["exc_info"] for entry in failed)
+        assert restarts("keep-house") == before + 2
+        # It works again: another game's table is served and housekeeping keeps running.
+        await new_table(srv.client, "partnership", seed="after")
+        seen = calls
+        await eventually(lambda: calls > seen + 1)
+        assert all(not task.done() for task in srv.running.background)
+
+
+async def test_readiness_that_fails_goes_on_from_what_it_last_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The readiness loop is restarted with what it last found kept: a store unreachable
+    before the failure and reachable after it puts RefereeService back to SERVING (a restarted
+    loop that started from "reachable" would have left it NOT_SERVING for good)."""
+    quiet_logs()
+    before = restarts("follow-store-health")
+    async with serving(tmp_path, store_check_seconds=0.02) as srv:
+        stub = health_stub(srv.client.channel)
+        referee = health_pb2.HealthCheckRequest(service=SERVICE_NAMES[0])
+        state = "down"
+
+        async def ping() -> None:
+            nonlocal state
+            if state == "down":
+                raise StoreError("read failed: connection refused")
+            if state == "broken":
+                state = "up"
+                raise RuntimeError("nobody expected this")
+
+        monkeypatch.setattr(srv.running.store, "ping", ping)
+        not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+        for _ in range(500):
+            if (await stub.Check(referee)).status == not_serving:
+                break
+            await asyncio.sleep(0.01)
+        assert (await stub.Check(referee)).status == not_serving
+        state = "broken"
+        await eventually(lambda: restarts("follow-store-health") == before + 1)
+        for _ in range(500):
+            if (await stub.Check(referee)).status == health_pb2.HealthCheckResponse.SERVING:
+                break
+            await asyncio.sleep(0.01)
+        assert (await stub.Check(referee)).status == health_pb2.HealthCheckResponse.SERVING
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+async def test_a_replica_whose_change_listener_fails_still_follows_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """Replica B's listener for other replicas' commits fails once in a way the store does
+    not expect (here: a bug while reading an announcement). Before, B's following task ended:
+    a watcher on B saw nothing of what was played on A from then on. Now the listener starts
+    again, begins by checking every game B holds, and the watcher sees every action."""
+    quiet_logs()
+    changes = PostgresStore.changes
+    failures = 0
+
+    async def failing_once(self: PostgresStore) -> AsyncIterator[str]:
+        nonlocal failures
+        async for game_id in changes(self):
+            if failures == 0 and game_id != ALL_GAMES:
+                failures += 1
+                raise RuntimeError("a bug while reading an announcement")
+            yield game_id
+
+    before = restarts("follow-store-changes")
+    with postgres_schema("background") as schema:
+        async with serving(tmp_path / "a", db=POSTGRES_URL, db_schema=schema) as a:
+            table = await new_table(a.client, "partnership", seed="listener")
+            monkeypatch.setattr(PostgresStore, "changes", failing_once)
+            async with serving(tmp_path / "b", db=POSTGRES_URL, db_schema=schema) as b:
+                on_b = b.client.seat(table.game_id, table.seat_tokens[1])
+                seen: list[int] = []
+
+                async def watch() -> None:
+                    async for item in on_b.watch(0):
+                        if "event" in item:
+                            seen.append(item["event"]["version"])
+
+                watching = asyncio.create_task(watch())
+                try:
+                    rng = random.Random(5)
+                    for _ in range(6):
+                        step = await play_step(table, rng)
+                        assert step is not None
+                        version = step.result["version"]
+                        await eventually(lambda v=version: bool(seen) and max(seen) >= v)
+                finally:
+                    watching.cancel()
+                    await asyncio.gather(watching, return_exceptions=True)
+                assert failures == 1
+                assert restarts("follow-store-changes") == before + 1
