@@ -1,15 +1,19 @@
 """Review of the Python client (clients/python/pinochle_client) against a real in-process
-server: each test here failed before the fix that came with it."""
+server, or a stand-in where a real one would need a game of hundreds of hands: each test here
+failed before the fix that came with it."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from pinochle_client import RefereeClient, RefereeError
 
+from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.service.convert import dict_to_struct
 from tests.service_helpers import SilentNetwork, new_table, serving
 
 
@@ -177,3 +181,44 @@ async def test_create_game_refuses_arguments_it_would_misread() -> None:
             await client.create_game("partnership", seed="s", given_deals=[{}])
         with pytest.raises(TypeError, match="list of names"):
             await client.create_game("partnership", players="Al")
+
+
+async def test_a_response_up_to_the_servers_largest_is_received() -> None:
+    """Was: the client kept gRPC's receive limit of 4 MiB, and the server sends responses up to
+    16 times its ``--max-message-bytes`` (16 MiB by default): the ExportGame record of a long
+    game failed RESOURCE_EXHAUSTED in the client though the server had sent it. A stand-in
+    server answers ExportGame with a record of about 6 MiB."""
+    record = {"format": "pinochle-record/1", "hands": ["x" * 1000] * 6000}
+    answer = pb.ExportGameResponse(record=dict_to_struct(record))
+    assert 4 << 20 < answer.ByteSize() < 16 << 20
+
+    async def export(request: pb.ExportGameRequest, context: Any) -> pb.ExportGameResponse:
+        return answer
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "pinochle.referee.v1.RefereeService",
+                {
+                    "ExportGame": grpc.unary_unary_rpc_method_handler(
+                        export,
+                        request_deserializer=pb.ExportGameRequest.FromString,
+                        response_serializer=pb.ExportGameResponse.SerializeToString,
+                    )
+                },
+            ),
+        )
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with RefereeClient(f"127.0.0.1:{port}") as client:
+            assert await client.session("g", "t").export() == record
+        # The limit is the client's option; gRPC's own 4 MiB is what it was.
+        async with RefereeClient(f"127.0.0.1:{port}", max_receive_message_bytes=4 << 20) as client:
+            with pytest.raises(RefereeError) as refused:
+                await client.session("g", "t").export()
+            assert refused.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        await server.stop(None)

@@ -175,6 +175,21 @@ def reconnect_options(max_backoff_seconds: float | None) -> list[tuple[str, int]
     ]
 
 
+# The largest response the client accepts. The server sends responses up to 16 times its
+# ``--max-message-bytes`` (1 MiB by default, so 16 MiB): the ExportGame record of a long game
+# can pass gRPC's own receive limit of 4 MiB, and the client then failed the call
+# RESOURCE_EXHAUSTED though the server had answered it.
+MAX_RECEIVE_MESSAGE_BYTES = 16 << 20
+
+
+def receive_limit_options(max_bytes: int | None) -> list[tuple[str, int]]:
+    """gRPC channel options accepting responses up to ``max_bytes``; none for None or 0, which
+    leave gRPC's own 4 MiB."""
+    if not max_bytes or max_bytes <= 0:
+        return []
+    return [("grpc.max_receive_message_length", min(max_bytes, 2**31 - 1))]
+
+
 # Each unary call's deadline: a server that accepted a call and never answers (stopped, or
 # its network gone without a word) would otherwise hold the caller until keepalive gives up on
 # the connection, and the server, which is told the deadline, stops working on a call nobody
@@ -193,7 +208,9 @@ class RefereeClient:
     channel tries to reconnect at most ``max_reconnect_backoff_seconds`` apart (None: gRPC's
     own backoff, up to 120 s), so calls work again soon after it is back. Each unary call has
     ``deadline_seconds`` (None or 0: none) and fails ``DEADLINE_EXCEEDED`` past it; the streams
-    have no deadline.
+    have no deadline. Responses up to ``max_receive_message_bytes`` are accepted (16 MiB, the
+    largest a server with the default ``--max-message-bytes`` sends; None or 0: gRPC's own
+    4 MiB), so a large export does not fail ``RESOURCE_EXHAUSTED`` in the client.
 
     ``rules`` queries (GAME_RECORD.md §3) need no game or token: ``score_meld``,
     ``legal_plays``, ``trick_winner``, ``trick_points`` and ``score_hand``. A query the rules
@@ -211,6 +228,7 @@ class RefereeClient:
         keepalive_seconds: float | None = KEEPALIVE_SECONDS,
         max_reconnect_backoff_seconds: float | None = MAX_RECONNECT_BACKOFF_SECONDS,
         deadline_seconds: float | None = DEADLINE_SECONDS,
+        max_receive_message_bytes: int | None = MAX_RECEIVE_MESSAGE_BYTES,
     ) -> None:
         # 0 means no deadline, as in the Node client (to gRPC it would fail every call).
         self.deadline_seconds = (
@@ -225,6 +243,7 @@ class RefereeClient:
                 # (test_a_stop_signal_reports_not_serving_then_exits_cleanly, 2 runs in 3).
                 ("grpc.use_local_subchannel_pool", 1),
                 *reconnect_options(max_reconnect_backoff_seconds),
+                *receive_limit_options(max_receive_message_bytes),
             ]
             # 0 means no pings, as in the Node client (to gRPC it would be a ping every 0 ms
             # with a 0 ms timeout, dropping every connection at once).
