@@ -5,11 +5,15 @@ failed before the fix that came with it."""
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 from pinochle_client import RefereeClient, RefereeError
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -222,3 +226,51 @@ async def test_a_response_up_to_the_servers_largest_is_received() -> None:
             assert refused.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     finally:
         await server.stop(None)
+
+
+def test_a_referee_error_survives_pickling() -> None:
+    """Was: ``pickle.loads`` of a RefereeError raised AttributeError (pickle rebuilds an
+    exception as ``cls(*args)``, and RefereeError's one argument is the gRPC error, not its
+    message), so the error could not cross a process boundary (multiprocessing,
+    ``concurrent.futures.ProcessPoolExecutor``); ``copy.copy`` failed so too."""
+    details = [
+        error_details_pb2.ErrorInfo(
+            reason="NOT_YOUR_TURN", domain="pinochle", metadata={"version": "7", "seat": "2"}
+        ),
+        error_details_pb2.BadRequest(
+            field_violations=[error_details_pb2.BadRequest.FieldViolation(field="action.card")]
+        ),
+        error_details_pb2.RetryInfo(retry_delay=duration_pb2.Duration(seconds=1, nanos=5 * 10**8)),
+    ]
+    packed = []
+    for detail in details:
+        item = any_pb2.Any()
+        item.Pack(detail)
+        packed.append(item)
+    message = "seat 2 played out of turn"
+    status = status_pb2.Status(code=code_pb2.FAILED_PRECONDITION, message=message, details=packed)
+    error = RefereeError(
+        grpc.aio.AioRpcError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            grpc.aio.Metadata(),
+            grpc.aio.Metadata(("grpc-status-details-bin", status.SerializeToString())),
+            details=message,
+        )
+    )
+    fields = {
+        "code": grpc.StatusCode.FAILED_PRECONDITION,
+        "message": message,
+        "reason": "NOT_YOUR_TURN",
+        "metadata": {"version": "7", "seat": "2"},
+        "fields": ["action.card"],
+        "retry_delay": 1.5,
+        "version": 7,
+    }
+    assert {name: getattr(error, name) for name in fields} == fields
+    copies = [pickle.loads(pickle.dumps(error, p)) for p in range(pickle.HIGHEST_PROTOCOL + 1)]
+    for twin in [*copies, copy.copy(error), copy.deepcopy(error)]:
+        assert type(twin) is RefereeError
+        assert {name: getattr(twin, name) for name in fields} == fields
+        assert str(twin) == str(error) == f"FAILED_PRECONDITION NOT_YOUR_TURN: {message}"
+        assert twin.args == error.args
+        assert vars(twin) == vars(error)  # any field added later too

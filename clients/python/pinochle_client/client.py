@@ -62,6 +62,21 @@ class RefereeError(Exception):
         value = self.metadata.get("version")
         return int(value) if value is not None else None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle rebuilds an exception as ``cls(*args)``, and ``args`` here is the message,
+        not the gRPC error ``__init__`` reads: rebuilt from its fields instead, so a refusal
+        crosses a process boundary (multiprocessing, ProcessPoolExecutor) whole."""
+        return (_rebuild_referee_error, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild_referee_error(
+    kind: type[RefereeError], args: tuple[object, ...], fields: dict[str, Any]
+) -> RefereeError:
+    """A pickled RefereeError: its message (``args``) and fields, without ``__init__``."""
+    error = kind.__new__(kind, *args)
+    error.__dict__.update(fields)
+    return error
+
 
 def _object(text: str) -> dict[str, Any]:
     """A view or event data: the server sends them as JSON object text."""
