@@ -365,6 +365,13 @@ export interface ClientOptions {
    * minute more. Default 5 000 (gRPC's jitter makes a wait up to 20 % longer); 0: gRPC's own
    * backoff. Reconnect backoff options in `channelOptions` take precedence. */
   maxReconnectBackoffMs?: number;
+  /** The largest response the client accepts, in bytes. The server sends responses up to 16
+   * times its `--max-message-bytes` (1 MiB by default): the `export()` record of a long game
+   * can pass gRPC's own limit of 4 MiB, and the call then failed RESOURCE_EXHAUSTED in the
+   * client though the server had answered it. Default 16 MiB (`MAX_RECEIVE_MESSAGE_BYTES`), the
+   * largest a server with the default sends; 0: gRPC's own 4 MiB. A
+   * `grpc.max_receive_message_length` in `channelOptions` takes precedence. */
+  maxReceiveMessageBytes?: number;
 }
 
 /** `ClientOptions.keepaliveMs`'s default and the longest wait for a ping's answer. */
@@ -393,6 +400,16 @@ export function reconnectBackoffOptions(maxMs: number): grpc.ChannelOptions {
   const options: grpc.ChannelOptions = { "grpc.max_reconnect_backoff_ms": maxMs };
   if (maxMs < INITIAL_RECONNECT_BACKOFF_MS) options["grpc.initial_reconnect_backoff_ms"] = maxMs;
   return options;
+}
+
+/** `ClientOptions.maxReceiveMessageBytes`'s default: 16 MiB, 16 times the server's default
+ * `--max-message-bytes`. */
+export const MAX_RECEIVE_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+/** grpc-js channel options accepting responses up to `maxBytes` (none for 0: gRPC's 4 MiB). */
+export function receiveLimitOptions(maxBytes: number): grpc.ChannelOptions {
+  if (maxBytes <= 0) return {};
+  return { "grpc.max_receive_message_length": Math.min(maxBytes, 2 ** 31 - 1) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -663,6 +680,7 @@ export class RefereeClient {
       "grpc.use_local_subchannel_pool": 1,
       ...keepaliveOptions(options.keepaliveMs ?? KEEPALIVE_MS),
       ...reconnectBackoffOptions(options.maxReconnectBackoffMs ?? MAX_RECONNECT_BACKOFF_MS),
+      ...receiveLimitOptions(options.maxReceiveMessageBytes ?? MAX_RECEIVE_MESSAGE_BYTES),
       ...options.channelOptions,
     };
     this.referee = new v1.RefereeService(target, credentials, channelOptions);
