@@ -204,11 +204,13 @@ export interface CallOptions {
   metadata?: grpc.Metadata | Record<string, string>;
 }
 
-/** Options of `Session.watch`: as for unary calls, but with no deadline unless one is given. */
+/** Options of `Session.watch`: as for unary calls, but with no deadline unless one is given.
+ * `deadlineMs` bounds the whole watch, from its first opening: with `resume` the re-openings get
+ * what is left of it, not a fresh one, and the loop throws `DEADLINE_EXCEEDED` once it passes. */
 export interface WatchOptions extends CallOptions {
   /** When the stream fails with UNAVAILABLE (the server stopping, reason `SHUTTING_DOWN`, or the
    * connection lost), open it again where it broke and go on, waiting for the server to come
-   * back (default false: the loop throws). */
+   * back (default false: the loop throws), within `deadlineMs` if one is given. */
   resume?: boolean;
 }
 
@@ -591,15 +593,22 @@ const LAST_BACKOFF_MS = 2_000;
 
 /**
  * A watch that is opened again after UNAVAILABLE (`WatchOptions.resume`), as the Python
- * client's: `open(afterSeq, again)` starts one stream (`again`: a re-opening, which waits for
- * the server). It resumes after the failure's `metadata.after_seq` when that is above 0, else
- * after the last event received, else as first asked (`afterSeq`). Other errors are thrown.
- * `signal` (the caller's, and the client's close()) stops it while it waits to open again.
+ * client's: `open(afterSeq, again, deadlineMs)` starts one stream (`again`: a re-opening, which
+ * waits for the server) with that deadline (0: none). It resumes after the failure's
+ * `metadata.after_seq` when that is above 0, else after the last event received, else as first
+ * asked (`afterSeq`). Other errors are thrown. `signal` (the caller's, and the client's close())
+ * stops it while it waits to open again.
+ *
+ * `deadlineMs` (0: none) bounds the whole watch from its first opening: each re-opening gets
+ * what is left of it, and the watch throws RefereeError `DEADLINE_EXCEEDED` once none is left.
+ * Given afresh to each opening, it was restarted by every resumption, so a watch resumed often
+ * enough (a server restarted, connections aged out) never reached it.
  */
 function resumable(
-  open: (afterSeq: number, again: boolean) => WatchStream,
+  open: (afterSeq: number, again: boolean, deadlineMs: number) => WatchStream,
   fromVersion: number,
   afterSeq: number,
+  deadlineMs: number,
   signal: AbortSignal | undefined,
 ): WatchStream {
   const released = new AbortController();
@@ -613,8 +622,12 @@ function resumable(
   async function* items(): WatchStream {
     let cursor = afterSeq;
     let backoff = FIRST_BACKOFF_MS;
+    // The whole watch's deadline, from its first opening (0: none).
+    const end = deadlineMs > 0 ? Date.now() + deadlineMs : 0;
     for (let again = false; ; again = true) {
-      current = open(cursor, again);
+      const left = end && end - Date.now();
+      if (end && left <= 0) throw deadlineExceeded(deadlineMs);
+      current = open(cursor, again, left);
       try {
         for await (const item of current) {
           backoff = FIRST_BACKOFF_MS;
@@ -630,7 +643,8 @@ function resumable(
         cursor = Math.max(cursor, Number(error.metadata["after_seq"]) || 0);
       }
       try {
-        await sleep(backoff, undefined, { signal: stop });
+        const wait = end ? Math.min(backoff, Math.max(end - Date.now(), 0)) : backoff;
+        await sleep(wait, undefined, { signal: stop });
       } catch {
         if (released.signal.aborted) return;
         throw signal?.reason instanceof RefereeError ? signal.reason : aborted();
@@ -642,6 +656,14 @@ function resumable(
   return releasable(items(), () => {
     released.abort();
     void current?.return(undefined);
+  });
+}
+
+/** A resumed watch past its `deadlineMs`, as gRPC reports a call past its deadline. */
+function deadlineExceeded(deadlineMs: number): RefereeError {
+  return new RefereeError({
+    code: grpc.status.DEADLINE_EXCEEDED,
+    details: `Deadline exceeded: the watch's deadlineMs (${deadlineMs} ms) has passed`,
   });
 }
 
@@ -1074,16 +1096,19 @@ export class Session {
    * throws RefereeError `CANCELLED`). A snapshot comes first when the server no longer keeps
    * events that old for the caller. To resume after a disconnect pass `afterSeq`, the `seq` of
    * the last event received (one version can carry several events, so a version alone cannot
-   * say where the stream broke). No deadline unless `options.deadlineMs` sets one.
+   * say where the stream broke). No deadline unless `options.deadlineMs` sets one, which bounds
+   * the whole watch, resumptions included.
    *
    * With `options.resume` the loop goes on across an UNAVAILABLE (the server stopping, reason
    * `SHUTTING_DOWN`, or the connection lost): the watch is opened again after the last event
    * handled (the error's `metadata.after_seq`, else the last event received), waiting for the
-   * server with gRPC's wait-for-ready, 50 ms doubling to 2 s between attempts. Other errors are
-   * thrown; breaking out and `options.signal` stop it at once, even while it waits.
+   * server with gRPC's wait-for-ready, 50 ms doubling to 2 s between attempts, each re-opening
+   * with what is left of `options.deadlineMs` (past it the loop throws `DEADLINE_EXCEEDED`, as
+   * without resume). Other errors are thrown; breaking out and `options.signal` stop it at once,
+   * even while it waits.
    */
   watch(fromVersion = 0, afterSeq = 0, options: WatchOptions = {}): WatchStream {
-    const open = (after: number, waitForReady: boolean): WatchStream =>
+    const open = (after: number, waitForReady: boolean, deadlineMs: number): WatchStream =>
       this.client.stream(
         (md, opts) =>
           this.client.referee.WatchGame(
@@ -1093,12 +1118,13 @@ export class Session {
           ),
         toWatchItem,
         this.token,
-        { ...options, waitForReady },
+        { ...options, waitForReady, deadlineMs },
       );
-    if (!options.resume) return open(afterSeq, false);
+    const deadlineMs = options.deadlineMs ?? 0;
+    if (!options.resume) return open(afterSeq, false, deadlineMs);
     const closed = this.client.closing.signal;
     const stop = options.signal ? AbortSignal.any([options.signal, closed]) : closed;
-    return resumable(open, fromVersion, afterSeq, stop);
+    return resumable(open, fromVersion, afterSeq, deadlineMs, stop);
   }
 }
 

@@ -281,6 +281,40 @@ describe("retries", () => {
     }
   });
 
+  test("a resumed watch's deadlineMs bounds the whole watch, not each re-opening", async () => {
+    watchCalls = [];
+    // Each opening sends an event and fails UNAVAILABLE at once (as when the server keeps
+    // restarting): given afresh to each opening, the deadline was never reached.
+    watchScript = Array.from({ length: 200 }, (_, i) => ({
+      send: [event(i + 1)],
+      end: unavailable(),
+    }));
+    const deadlines: number[] = [];
+    const spy: grpc.Interceptor = (options, nextCall) => {
+      deadlines.push(Number(options.deadline));
+      return new grpc.InterceptingCall(nextCall(options));
+    };
+    const client = new RefereeClient(address, { channelOptions: { interceptors: [spy] } });
+    try {
+      const items: WatchItem[] = [];
+      const start = Date.now();
+      const watch = client.session("g", "t").watch(0, 0, { resume: true, deadlineMs: 500 });
+      const error = await within(ending(watch, items), 2_000, "the resumed watch");
+      const elapsed = Date.now() - start;
+      assert.ok(error instanceof RefereeError, String(error));
+      assert.equal(error.codeName, "DEADLINE_EXCEEDED");
+      assert.ok(elapsed >= 450 && elapsed < 1_500, `${elapsed} ms`);
+      assert.ok(items.length >= 3, `${items.length} events`); // it did resume, several times
+      assert.equal(deadlines.length, watchCalls.length);
+      // Every opening has the first one's deadline.
+      assert.ok(deadlines.every((at) => Math.abs(at - deadlines[0]!) <= 5), `${deadlines}`);
+      assert.ok(Math.abs(deadlines[0]! - (start + 500)) <= 50, `${deadlines[0]! - start}`);
+    } finally {
+      client.close();
+      watchScript = [];
+    }
+  });
+
   test("a resumed watch stops at once while it waits to open again (backoff, or the server)", async () => {
     watchScript = []; // every WatchGame fails: 50, 100, ... 800 ms, then 1 600 ms until 3 150 ms
     const port = await new Promise<number>((resolve) => {
