@@ -607,7 +607,12 @@ class Session:
         lost), it is opened again after the last event handled (the error's ``after_seq``,
         else the last event received, else the first request again), waiting for the server
         to come back, with a backoff from 0.05 s doubling to 2 s between attempts that yield
-        nothing. Any other error is raised."""
+        nothing. Any other error is raised.
+
+        The stream has no deadline (``deadline_seconds`` is the unary calls'). To bound a watch,
+        iterate it inside ``asyncio.timeout(...)``: that bounds the whole watch, resumptions
+        included (it raises TimeoutError), as the Node client's ``deadlineMs`` does; a deadline
+        given afresh to each re-opening would never be reached by a watch resumed often."""
         # The server reads from_version only when after_seq is 0; a resumed call sends an
         # after_seq, so the events from_version excludes are left out here.
         wanted_after = from_version if from_version > 0 and not after_seq else -1
