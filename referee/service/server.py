@@ -57,6 +57,17 @@ SERVICE_NAMES = (
 )
 
 
+# A response (an export, a page of verdicts) may be this many times ``--max-message-bytes``: the
+# clients accept 16 MiB by default, 16 times the default 1 MiB.
+RESPONSE_MESSAGE_FACTOR = 16
+
+
+def _grpc_int(value: int) -> int:
+    """``value`` as a gRPC integer option, which is a C int: larger values failed the server's
+    start with an OverflowError (``--max-message-bytes`` of 128 MiB and more)."""
+    return min(value, 2**31 - 1)
+
+
 def open_store(db: str, schema: str = "") -> GameStore:
     """The store ``db`` names: a PostgreSQL URL, or else a SQLite file."""
     if is_postgres_url(db):
@@ -210,9 +221,12 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
         options=[
             (
                 "grpc.max_receive_message_length",
-                min(CORE_MESSAGE_FACTOR * settings.max_message_bytes, 2**31 - 1),
+                _grpc_int(CORE_MESSAGE_FACTOR * settings.max_message_bytes),
             ),
-            ("grpc.max_send_message_length", 16 * settings.max_message_bytes),
+            (
+                "grpc.max_send_message_length",
+                _grpc_int(RESPONSE_MESSAGE_FACTOR * settings.max_message_bytes),
+            ),
             # gRPC sets SO_REUSEPORT by default: a second server on a taken port would start
             # and take half of the new connections, to its own database.
             ("grpc.so_reuseport", 0),
