@@ -3,8 +3,8 @@
 Why: the service benchmark's memory figure (bench/service.py, ``memory.rss_after``) measures
 10,000 games just dealt, with 3 actions played, which is what issue 4's "10,000 active games in
 at most 300 MB" was first measured on. A game in progress holds more as it is played: its state
-(the hand's tricks and melds) and the last ``--watch-window`` events (``RECENT_EVENTS``, 512 by
-default), kept in memory for ``WatchGame``. This measures that growth, in process, so that the
+(the hand's tricks and melds) and its last ``--events-in-memory`` events (``EVENTS_IN_MEMORY``,
+64 by default), kept in memory for ``WatchGame``. This measures that growth, in process, so that the
 service figure can be read for games that are further on.
 
 Method: a ``GameManager`` on a throw-away ``SqliteStore`` (the server's own objects, no gRPC)
@@ -43,7 +43,7 @@ from referee.demo import bot_action
 from referee.engine.engine import legal_actions
 from referee.engine.views import clear_memo
 from referee.service.games import GameManager
-from referee.service.settings import RECENT_EVENTS
+from referee.service.settings import EVENTS_IN_MEMORY
 from referee.store.sqlite import SqliteStore
 
 KIB: Final = 1024
@@ -129,7 +129,7 @@ async def measure(counts: Sequence[int], games: int) -> list[Figure]:
                         digits=1,
                         note=(
                             f"{games} partnership games; {events:.0f} events in memory each"
-                            f" (at most {RECENT_EVENTS}); rebuilt from the store:"
+                            f" (at most {EVENTS_IN_MEMORY}); rebuilt from the store:"
                             f" {rebuilt / KIB:.1f} KiB; 10,000 such games: about"
                             f" {played * 10_000 / KIB / KIB:,.0f} MB"
                         ),

@@ -294,6 +294,10 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
     aged = _serve_settings("--max-connection-age-seconds", "600")
     assert (aged.max_connection_age_seconds, Settings().max_connection_age_seconds) == (600, 0)
     assert (Settings().watch_window, Settings().max_watchers) == (512, 10_000)
+    assert (settings.events_in_memory, Settings().events_in_memory) == (64, 64)
+    clean_env.setenv(ENV_PREFIX + "EVENTS_IN_MEMORY", "16")
+    assert _serve_settings().events_in_memory == 16
+    assert _serve_settings("--events-in-memory", "8").events_in_memory == 8
     assert Settings().max_pending_calls == 10_000
 
 

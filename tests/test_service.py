@@ -883,9 +883,10 @@ async def _first_items(
 async def test_watch_game_sends_a_snapshot_when_the_version_is_too_old(
     tmp_path: Path,
 ) -> None:
-    async with serving(tmp_path, watch_window=6) as srv:
+    async with serving(tmp_path, watch_window=6, events_in_memory=4) as srv:
         await _snapshot_when_too_old(srv)
-    assert srv.running.games.watch_window == 6  # --watch-window reached the manager
+    # --watch-window and --events-in-memory reached the manager
+    assert (srv.running.games.watch_window, srv.running.games.events_in_memory) == (6, 4)
 
 
 async def _snapshot_when_too_old(srv: Served) -> None:

@@ -25,6 +25,7 @@ from pinochle_client import RefereeClient, RefereeError, Session
 from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.service.settings import RECENT_EVENTS
 from referee.store.base import AuditRow
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,
@@ -44,7 +45,7 @@ from tests.service_helpers import (
 from tests.test_service_crash import running
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
-WINDOW = 512  # settings.RECENT_EVENTS, the in-memory window the proto's snapshot refers to
+WINDOW = RECENT_EVENTS  # how far back a watch resumes with events (the proto's snapshot)
 RACE_OPTIONS: dict[str, object] = {"target": 400}  # one seeded game of ~350 actions, ~510 events
 _recorded: list[Step] = []
 
@@ -77,6 +78,12 @@ class Collector:
     async def wait_for_version(self, version: int, timeout: float = 10) -> None:
         async with asyncio.timeout(timeout):
             while not any(e["version"] >= version for e in self.events):
+                await asyncio.sleep(0.005)
+
+    async def wait_for_count(self, count: int, timeout: float = 10) -> None:
+        """Until ``count`` events have come (a version's events may come in several messages)."""
+        async with asyncio.timeout(timeout):
+            while len(self.events) < count:
                 await asyncio.sleep(0.005)
 
     async def finish(self, timeout: float = 10) -> list[dict[str, Any]]:
@@ -287,6 +294,93 @@ async def test_the_real_window_snapshot_and_its_continuation(srv: Served) -> Non
         assert all(i["event"]["version"] == later for i in resumed)
         version = later
     everything.task.cancel()
+
+
+def _audience(events: list[dict[str, Any]], role: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["audience"] in ("everyone", role)]
+
+
+async def test_events_that_left_memory_are_read_from_the_log(tmp_path: Path) -> None:
+    """A game keeps only its last ``--events-in-memory`` events in memory (a long game's
+    memory was mostly its events); a watcher behind them but within the watch window gets the
+    ones it missed read from the store's log: exactly the events a watcher that kept up got,
+    redacted for its role, whether it asks from the start, from a version or after a seq."""
+    async with serving(tmp_path, events_in_memory=4) as srv:
+        table = await new_table(srv.client, "partnership", seed="memory")
+        everything = Collector(table.adj)  # keeps up from the start: served from memory
+        await play(table, random.Random(3), hands=1)
+        live = srv.running.games.games[table.game_id]
+        await everything.wait_for_count(live.event_count)
+        events = everything.events
+        assert len(live.events) == 4 and 50 < live.event_count == len(events) < WINDOW
+        assert [i["event"] for i in await until_idle(table.adj.watch(0))] == events
+        for seat, session in enumerate(table.seats):
+            got = await until_idle(session.watch(0))
+            assert [i.get("event") for i in got] == _audience(events, str(seat)), seat
+        got = await until_idle(table.spec.watch(0))
+        assert [i.get("event") for i in got] == _audience(events, "everyone")
+        middle = events[len(events) // 2]
+        got = await until_idle(table.seats[2].watch(middle["version"]))
+        later = [e for e in events if e["version"] > middle["version"]]
+        assert [i.get("event") for i in got] == _audience(later, "2")
+        got = await until_idle(table.seats[2].watch(0, after_seq=middle["seq"]))
+        after = [e for e in events if e["seq"] > middle["seq"]]
+        assert [i.get("event") for i in got] == _audience(after, "2")
+        everything.task.cancel()
+
+
+async def test_older_than_the_watch_window_is_still_a_snapshot(tmp_path: Path) -> None:
+    """The log is read only within the watch window: further back, the protocol's snapshot of
+    the caller's view comes first, as before; within it, events, even those out of memory."""
+    async with serving(tmp_path, watch_window=30, events_in_memory=5) as srv:
+        table = await new_table(srv.client, "partnership", seed="window-log")
+        everything = Collector(table.adj)
+        await play(table, random.Random(5), hands=1)
+        version = (await table.adj.view())["version"]
+        await everything.wait_for_count(srv.running.games.games[table.game_id].event_count)
+        events = everything.events
+        assert len(events) > 60
+        first = (await until_idle(table.seats[1].watch(0)))[0]
+        assert first["snapshot"]["version"] == version
+        recent = events[-20]["version"]  # its events are in the window, not all in memory
+        got = await until_idle(table.seats[1].watch(recent))
+        expected = _audience([e for e in events if e["version"] > recent], "1")
+        assert len(expected) > 5 and [i.get("event") for i in got] == expected
+        everything.task.cancel()
+
+
+async def test_a_watcher_reading_the_log_while_the_game_moves_on_misses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a watcher reads missed events from the log, the game moves on by more than memory
+    holds: the events between what it read and what is still in memory are read again, none
+    lost or sent twice."""
+    async with serving(tmp_path, events_in_memory=3) as srv:
+        table = await new_table(srv.client, "partnership", seed="log-race")
+        everything = Collector(table.adj)
+        rng = random.Random(8)
+        for _ in range(30):
+            await step_once(table, rng)
+        store = srv.running.store
+        load_log = store.load_log
+        reads = 0
+
+        async def moving_on(game_id: str, after_seq: int = 0) -> list[Any]:
+            nonlocal reads
+            rows = await load_log(game_id, after_seq)
+            reads += 1
+            if reads == 1:  # the game moves on after the rows were read
+                for _ in range(10):
+                    await step_once(table, rng)
+            return rows
+
+        monkeypatch.setattr(store, "load_log", moving_on)
+        got = await until_idle(table.adj.watch(0))
+        monkeypatch.undo()
+        await everything.wait_for_count(srv.running.games.games[table.game_id].event_count)
+        assert reads >= 2
+        assert [i.get("event") for i in got] == everything.events
+        everything.task.cancel()
 
 
 async def test_no_snapshot_when_every_event_after_from_version_is_still_kept(srv: Served) -> None:

@@ -57,6 +57,7 @@ from referee.service.errors import ServiceError, invalid
 from referee.service.limits import RefusalBudgets
 from referee.service.logline import annotate
 from referee.service.settings import (
+    EVENTS_IN_MEMORY,
     IDLE_AFTER,
     KEEP_RESPONSES,
     MAX_WATCHERS,
@@ -119,8 +120,9 @@ class LiveGame:
     state: GameState
     last_seq: int
     deals: DealSource
-    # The last watch_window events (seq and version inside), each as its compact JSON (_packed):
-    # about 150 bytes where a dict took 400, and most of a long game's memory is this window.
+    # The last events_in_memory events (seq and version inside), each as its compact JSON
+    # (_packed): about 150 bytes where a dict took 400; most of a long game's memory was these
+    # events while 512 were kept. Older ones are read from the store's log when asked for.
     events: list[str] = field(default_factory=list)
     event_count: int = 0
     dropped_version: int = -1  # the version of the last event dropped from ``events`` (-1: none)
@@ -177,6 +179,7 @@ class GameManager:
         idle_after: float = IDLE_AFTER,
         max_watchers: int = MAX_WATCHERS,
         watch_window: int = RECENT_EVENTS,
+        events_in_memory: int = EVENTS_IN_MEMORY,
         keep_responses: float = KEEP_RESPONSES,
     ) -> None:
         self.store = store
@@ -189,7 +192,10 @@ class GameManager:
         self.refusal_budgets = RefusalBudgets(refusal_rate, refusal_burst)
         self.idle_after = idle_after
         self.max_watchers = max_watchers
-        self.watch_window = watch_window  # events kept in memory per game (RECENT_EVENTS)
+        # How far back a watcher may resume with events rather than a snapshot (RECENT_EVENTS),
+        # and how many of those each game keeps in memory (the others are read from the log).
+        self.watch_window = watch_window
+        self.events_in_memory = min(events_in_memory, watch_window)
         self.keep_responses = keep_responses  # seconds after a game ends; 0: for ever
         self.watching = 0  # WatchGame streams open (referee_watchers_active)
         # Set by stop_watching when the server shuts down: every stream ends, resumable.
@@ -300,7 +306,7 @@ class GameManager:
         state, row = self._deal(state, deals, seq=1, first_event=1)
         events = [_packed(event) for event in row.events]
         live = LiveGame(record, rules, state, 1, deals, events, len(row.events))
-        _keep_recent_events(live, self.watch_window)  # as every commit and catch-up does
+        _keep_recent_events(live, self.events_in_memory)  # as every commit and catch-up does
         live.salts[0] = str(row.payload["salt"])
         # Like an action's commit (see _commit): once handed to the store the game may
         # become durable even if the caller is cancelled, so it is registered here either way
@@ -513,7 +519,7 @@ class GameManager:
                 folded += 1
         finally:
             if folded:
-                _keep_recent_events(live, self.watch_window)
+                _keep_recent_events(live, self.events_in_memory)
                 live.active_at = self.clock()  # another replica's actions (load sets its own)
                 _announce(live)
                 if live.state.over and self.games.get(live.record.game_id) is live:
@@ -979,7 +985,7 @@ class GameManager:
         live.last_seq = rows[-1].seq
         live.events.extend(map(_packed, accepted.events))
         live.event_count += len(accepted.events)
-        _keep_recent_events(live, self.watch_window)
+        _keep_recent_events(live, self.events_in_memory)
         _announce(live)
         if new_state.over:
             if counted:
@@ -1077,15 +1083,25 @@ class GameManager:
         after = from_version if from_version > 0 and not after_seq else -1
         sent = after_seq  # the last event seq handled
         while True:
-            window_start = live.event_count - len(live.events) + 1
-            # Missed: an event the caller wants has left the window (its seq is after ``sent``
-            # and its version after ``after``).
-            missed = window_start > sent + 1 and live.dropped_version > after
-            if missed:
+            first_kept = live.event_count - len(live.events) + 1
+            # An event the caller may want (its seq after ``sent``, its version after
+            # ``after``) has left memory: it is read from the store's log, unless it is older
+            # than the watch window, when a snapshot stands for everything up to now.
+            if first_kept > sent + 1 and live.dropped_version > after:
+                resumable_from = live.event_count - self.watch_window + 1
+                older = None
+                if after >= 0 or sent + 1 >= resumable_from:  # else a snapshot is due: no read
+                    older = await self._events_left_memory(live, sent, after, first_kept)
+                if older is not None and (not older or _seq(older[0]) >= resumable_from):
+                    for stored in older:
+                        if self.visible(caller, stored):
+                            yield pb.WatchGameResponse(event=stored_event_to_proto(stored))
+                    sent = first_kept - 1  # every event before first_kept was in the read
+                    continue  # memory may have moved on meanwhile: look again
                 # The events the snapshot stands for are those up to now, not up to when the
                 # client has taken it: the yield waits for that, and actions committed
                 # meanwhile come after the snapshot's state (their events may even have left
-                # the window by then: look again).
+                # memory by then: look again).
                 shown = live.event_count
                 yield pb.WatchGameResponse(
                     snapshot=pb.Snapshot(
@@ -1121,6 +1137,26 @@ class GameManager:
                 await asyncio.wait(
                     (live.changed, self._stopped), return_when=asyncio.FIRST_COMPLETED
                 )
+
+    async def _events_left_memory(
+        self, live: LiveGame, sent: int, after: int, before: int
+    ) -> list[Mapping[str, object]]:
+        """The game's events with seq after ``sent`` and before ``before`` (the first event
+        still in memory) and version after ``after``, read from the store's log, which keeps
+        every event as committed (seq and version inside).
+
+        Memory keeps only the last ``events_in_memory`` events of a game (a long game's memory
+        was mostly its events: bench/game_memory.py); a watcher behind them, within the watch
+        window, gets the events it missed from the log, exactly as if they had been kept.
+        Every event before ``before`` is durable, so the read has them all.
+        """
+        rows = await self.store.load_log(live.record.game_id)
+        return [
+            event
+            for row in rows
+            for event in row.events
+            if sent < _seq(event) < before and _version(event) > after
+        ]
 
     def stop_watching(self) -> None:
         """The server is shutting down: end every WatchGame stream now, resumable.

@@ -281,6 +281,7 @@ async def _serve_on(
         max_active_games=settings.max_games,
         max_watchers=settings.max_watchers,
         watch_window=settings.watch_window,
+        events_in_memory=settings.events_in_memory,
         idle_after=settings.idle_after,
         keep_responses=settings.keep_responses_seconds,
         refusal_rate=settings.refusal_rate,

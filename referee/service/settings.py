@@ -18,6 +18,13 @@ ENV_PREFIX = "PINOCHLE_REFEREE_"
 # ones gets a snapshot of its view first (referee.proto). The README's ruling; operators trade
 # it against memory (bench/game_memory.py: a game holds about 150 bytes an event).
 RECENT_EVENTS = 512
+# Of those, the events each game keeps in memory (--events-in-memory); a watcher further behind,
+# within the window, gets the others read from the store's log, exactly as kept ones. 64 events
+# (about 40 actions, a third of a partnership hand) are more than a watcher misses while it
+# reconnects or a server restarts, and keep a game in progress at about 19 KiB whatever its
+# stage, where 512 in memory held about 95 KiB four hands in: issue 4's 10,000 active games in
+# 300 MB then held only for games in their first hand (bench/game_memory.py).
+EVENTS_IN_MEMORY = 64
 # Refused SubmitActions of callers without a seat (no token, a wrong token, the spectator token)
 # audited per game: REFUSAL_BURST at once, then REFUSAL_RATE per second (referee/service/limits.py).
 # A legitimate caller never needs many (it learns from the first refusal); an unbounded number
@@ -77,7 +84,8 @@ class Settings:
     max_pending_calls: int = MAX_PENDING_CALLS  # calls gRPC holds before the server starts them
     keepalive_seconds: float = KEEPALIVE_SECONDS  # ping a silent connection after this long
     max_connection_age_seconds: float = 0.0  # 0: connections live as long as their clients like
-    watch_window: int = RECENT_EVENTS  # events per game kept in memory for WatchGame
+    watch_window: int = RECENT_EVENTS  # events per game a WatchGame may resume from
+    events_in_memory: int = EVENTS_IN_MEMORY  # of those, kept in memory (others: the log)
     idle_after: float = IDLE_AFTER  # seconds without an accepted action; 0: never idle
     keep_responses_seconds: float = KEEP_RESPONSES  # after a game ends; 0: for ever
     refusal_rate: float = REFUSAL_RATE
@@ -175,8 +183,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flag(
         "watch-window",
         _at_least_one,
-        "events of each game kept in memory for WatchGame (about 150 bytes each); a watcher"
-        " asking for older ones gets a snapshot of its view first (default %(default)s)",
+        "the last events of each game a WatchGame may resume from; a watcher asking for"
+        " older ones gets a snapshot of its view first (default %(default)s)",
+    )
+    flag(
+        "events-in-memory",
+        _at_least_one,
+        "of those, the events each game keeps in memory (about 150 bytes each); older ones"
+        " are read from the store when a watcher asks for them (default %(default)s)",
     )
     flag(
         "idle-after",
@@ -324,6 +338,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         keepalive_seconds=args.keepalive_seconds,
         max_connection_age_seconds=args.max_connection_age_seconds,
         watch_window=args.watch_window,
+        events_in_memory=args.events_in_memory,
         idle_after=args.idle_after,
         keep_responses_seconds=args.keep_responses_seconds,
         refusal_rate=args.refusal_rate,
