@@ -207,23 +207,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _export(game_id: str, db: str, schema: str = "") -> int:
+    """Print one stored game; the database is only read. A store that cannot open (not a
+    database, PostgreSQL unreachable, another release's schema) is one line and exit 1."""
     from referee.service.errors import ServiceError  # noqa: PLC0415
     from referee.service.games import GameManager  # noqa: PLC0415
     from referee.service.server import open_store  # noqa: PLC0415
+    from referee.store.base import StoreError  # noqa: PLC0415
 
-    if not is_postgres_url(db) and not Path(db).is_file():
-        # Opening would create an empty database (and its directory) at a mistyped path.
-        print(f"pinochle-referee: no database at {db}", file=sys.stderr)
-        return 1
-    store = open_store(db, schema)
-    await store.open()
+    # Neither created nor migrated: a mistyped path or --db-schema would get an empty database,
+    # and a database taken back with downgrade would be moved forward again.
+    store = open_store(db, schema, create=False)
     try:
+        await store.open()
         games = GameManager(store)
         live = await games.load(game_id)
         print(json.dumps(await games.export_record(live)))
         return 0
     except ServiceError as error:
         print(f"pinochle-referee: {error.message}", file=sys.stderr)
+        return 1
+    except StoreError as error:
+        print(f"pinochle-referee: {error}", file=sys.stderr)
         return 1
     finally:
         await store.close()

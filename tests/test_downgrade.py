@@ -296,3 +296,65 @@ async def _run_main(args: list[str]) -> int:
     """``main`` runs its own event loop: from a test's loop, in a thread."""
 
     return await asyncio.to_thread(main, args)
+
+
+# -- export reads a database as it is --------------------------------------------------------
+
+
+async def test_export_leaves_a_downgraded_database_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``export`` with the newer release after a downgrade refuses, naming the schema, instead of
+    migrating the database forward again (the older release would then refuse to start)."""
+    path = tmp_path / "referee.db"
+    store = SqliteStore(path)
+    await store.open()
+    await _games(store)
+    await store.close()
+    older = sqlite_store.SCHEMA_VERSION - 1
+    assert await _run_main(["downgrade", "--to", str(older), "--db", str(path)]) == 0
+    capsys.readouterr()
+    before = path.read_bytes()
+    assert await _run_main(["export", "played", "--db", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"pinochle-referee: {path} has schema version {older}; this code knows"
+        f" {sqlite_store.SCHEMA_VERSION}: read it with the release that serves it (serve"
+        " migrates a database forward)\n"
+    )
+    assert path.read_bytes() == before
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone() == (older,)
+    conn.close()
+
+
+@pytest.mark.parametrize("database", [pytest.param("postgres", marks=postgres_marks())])
+async def test_export_creates_no_postgres_schema_and_migrates_none(
+    database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --db-schema is an error, not a new schema with empty tables; a downgraded
+    schema is refused, not migrated forward."""
+    with postgres_schema(create=False) as missing:
+        args = ["export", "played", "--db", POSTGRES_URL, "--db-schema", missing]
+        assert await _run_main(args) == 1
+        assert capsys.readouterr().err == (
+            f"pinochle-referee: {describe(POSTGRES_URL)}: no schema {missing!r}\n"
+        )
+        rows = await pg_rows("public", f"SELECT 1 FROM pg_namespace WHERE nspname = '{missing}'")
+        assert rows == []
+    with postgres_schema() as empty:  # a schema, but no referee tables in it
+        args = ["export", "played", "--db", POSTGRES_URL, "--db-schema", empty]
+        assert await _run_main(args) == 1
+        assert "holds no referee database" in capsys.readouterr().err
+        assert await pg_rows(empty, "SELECT to_regclass('schema_migrations')") == [(None,)]
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await store.close()
+        assert await PostgresStore(POSTGRES_URL, schema=schema).downgrade(2)
+        args = ["export", "played", "--db", POSTGRES_URL, "--db-schema", schema]
+        assert await _run_main(args) == 1
+        assert "has schema version 2; this code knows" in capsys.readouterr().err
+        versions = await pg_rows(schema, "SELECT version FROM schema_migrations ORDER BY 1")
+        assert versions == [(1,), (2,)]

@@ -535,6 +535,29 @@ def test_export_from_a_missing_database_creates_nothing(
     assert not path.parent.exists()
 
 
+def test_export_from_what_cannot_be_opened_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file that is no database, an empty one, or a PostgreSQL server that is not there: exit
+    1 and one line naming why (a StoreError's traceback before); the file is left as it was."""
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database\n" * 512)
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    closed = f"postgresql://127.0.0.1:{free_port()}/test"
+    for db, reason in (
+        (garbage, f"cannot open {garbage}: file is not a database"),
+        (empty, f"{empty} holds no referee database"),
+        (closed, "cannot open PostgreSQL at 127.0.0.1:"),
+    ):
+        assert cli.main(["export", "0" * 24, "--db", str(db)]) == 1
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.startswith(f"pinochle-referee: {reason}")
+        assert captured.err.count("\n") == 1, captured.err
+    assert garbage.read_bytes() == b"not a database\n" * 512 and empty.read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db", "garbage.db"]
+
+
 # ----------------------------------------------------------------------------------------------
 # Memory: finished games do not pile up
 

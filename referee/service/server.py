@@ -68,15 +68,16 @@ def _grpc_int(value: int) -> int:
     return min(value, 2**31 - 1)
 
 
-def open_store(db: str, schema: str = "") -> GameStore:
-    """The store ``db`` names: a PostgreSQL URL, or else a SQLite file."""
+def open_store(db: str, schema: str = "", create: bool = True) -> GameStore:
+    """The store ``db`` names: a PostgreSQL URL, or else a SQLite file. ``create=False``: one
+    that exists already at this code's schema, left as it is (``export``)."""
     if is_postgres_url(db):
         from referee.store.postgres import PostgresStore  # noqa: PLC0415
 
-        return PostgresStore(db, schema=schema or None)
+        return PostgresStore(db, schema=schema or None, create=create)
     from referee.store.sqlite import SqliteStore  # noqa: PLC0415
 
-    return SqliteStore(db)
+    return SqliteStore(db, create=create)
 
 
 class StartError(Exception):

@@ -44,6 +44,17 @@ def check_downgrade(where: str, current: int, version: int, known: int) -> None:
         )
 
 
+def schema_not_current(where: str, current: int, known: int) -> str:
+    """Why a store opened without creating or migrating (``export``) refuses ``where``, at
+    schema ``current``: it holds no referee tables, or another release's schema."""
+    if current == 0:
+        return f"{where} holds no referee database"
+    return (
+        f"{where} has schema version {current}; this code knows {known}: read it with the"
+        " release that serves it (serve migrates a database forward)"
+    )
+
+
 def is_postgres_url(db: str) -> bool:
     """Whether ``--db`` names a PostgreSQL database (a URL) rather than a SQLite file."""
     return db.startswith(("postgresql://", "postgres://"))

@@ -67,6 +67,7 @@ from referee.store.base import (
     UnknownGame,
     VersionConflict,
     check_downgrade,
+    schema_not_current,
 )
 from referee.store.sqlite import (
     _AUDIT_COLUMNS,
@@ -310,7 +311,11 @@ class PostgresStore:
         min_size: int = 1,
         max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        create: bool = True,
     ) -> None:
+        """``create=False`` opens only a schema already at this code's version, neither
+        creating it (a mistyped ``--db-schema`` would otherwise get a new, empty one) nor
+        migrating it (``export``: reading a game must not change the database)."""
         if min_size < 0 or max_size < max(min_size, 1):
             raise ValueError("need 0 <= min_size <= max_size and max_size >= 1")
         if schema is not None and not schema:
@@ -320,6 +325,7 @@ class PostgresStore:
         self.min_size = min_size
         self.max_size = max_size
         self.connect_timeout = connect_timeout
+        self.create = create
         self.channel = ""  # known after open()
         self._origin = secrets.token_hex(8)  # marks this store's own notifications
         self._pool: AsyncConnectionPool[Connection] | None = None
@@ -440,6 +446,8 @@ class PostgresStore:
             async with conn.transaction():
                 await conn.execute("SET LOCAL statement_timeout = 0")
                 await conn.execute("SET LOCAL lock_timeout = 0")
+                if not self.create:
+                    return await self._check_current(conn)
                 schema = await self._lock_migrations(conn, "to create the tables in")
                 if self.schema is not None:
                     cursor = await conn.execute(
@@ -468,6 +476,28 @@ class PostgresStore:
                     "INSERT INTO schema_migrations (version) VALUES (%s)", (current + 1,)
                 )
                 log.info("applied migration %d to schema %s", current + 1, schema)
+
+    async def _check_current(self, conn: Connection) -> str:
+        """The schema's name, once it is known to exist at this code's version (``create`` is
+        off: nothing is created or migrated)."""
+        where = describe(self.url)
+        schema = await self._lock_migrations(conn, "to read")
+        cursor = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+        if await cursor.fetchone() is None:
+            raise StoreError(f"{where}: no schema {schema!r}")
+        cursor = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+        row = await cursor.fetchone()
+        current = await self._schema_version(conn) if row and row[0] else 0
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"{where} schema {schema!r} has schema version {current}; this code knows"
+                f" {SCHEMA_VERSION}"
+            )
+        if current != SCHEMA_VERSION:
+            raise StoreError(
+                schema_not_current(f"{where} schema {schema!r}", current, SCHEMA_VERSION)
+            )
+        return schema
 
     async def downgrade(self, version: int) -> int:
         """Take the schema back to ``version`` (1 or more) in one transaction, under the

@@ -69,6 +69,7 @@ from referee.store.base import (
     VersionConflict,
     check_downgrade,
     compact_json,
+    schema_not_current,
 )
 
 T = TypeVar("T")
@@ -441,10 +442,16 @@ class SqliteStore:
         *,
         max_batch: int = DEFAULT_MAX_BATCH,
         readers: int = DEFAULT_READERS,
+        create: bool = True,
     ) -> None:
+        """``create=False`` opens only a database already at this code's schema, neither
+        creating one nor migrating it (``export``: reading a game must not change the database;
+        migrating a database taken back with ``downgrade`` would stop the older release from
+        starting on it again)."""
         if max_batch < 1 or readers < 1:
             raise ValueError("max_batch and readers must be at least 1")
         self.path = Path(path)
+        self.create = create
         self.max_batch = max_batch
         self._reader_count = readers
         self._lock = threading.Lock()  # guards _reader_conns (reader threads append to it)
@@ -469,7 +476,8 @@ class SqliteStore:
     # -- life cycle ------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Create the directory and the schema (or migrate it), start the threads."""
+        """Create the directory and the schema (or migrate it), start the threads; without
+        ``create``, check that the database exists at this code's schema instead."""
         if self._closed:
             raise StoreError("the store is closed")
         if self._writer_conn is not None:
@@ -512,12 +520,16 @@ class SqliteStore:
         return conn
 
     def _open_writer(self) -> sqlite3.Connection:
+        if not self.create and not self.path.is_file():
+            raise StoreError(f"no database at {self.path}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         try:
+            if not self.create:  # before WAL is turned on: a file that is refused is untouched
+                self._check_current(conn)
             (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
             if str(mode).lower() != "wal":
                 raise StoreError(f"{self.path}: journal_mode is {mode}, not wal")
@@ -534,6 +546,12 @@ class SqliteStore:
             raise
         return conn
 
+    def _check_current(self, conn: sqlite3.Connection) -> None:
+        """Refuse a database that is not at this code's schema (``create`` is off)."""
+        (current,) = conn.execute("PRAGMA user_version").fetchone()
+        if current != SCHEMA_VERSION:
+            raise StoreError(schema_not_current(str(self.path), current, SCHEMA_VERSION))
+
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -542,6 +560,8 @@ class SqliteStore:
                 raise StoreError(
                     f"{self.path} has schema version {current}; this code knows {SCHEMA_VERSION}"
                 )
+            if not self.create:
+                self._check_current(conn)  # again, in the transaction: nothing is migrated
             for version in range(current, SCHEMA_VERSION):
                 for statement in MIGRATIONS[version]:
                     conn.execute(statement)
