@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -39,23 +41,40 @@ def _audit_job(args: tuple[str, bool]) -> dict[str, object]:
     return _audit_file(*args)
 
 
-def _verdicts(paths: Sequence[str], keep_going: bool, jobs: int) -> Iterator[dict[str, object]]:
+def _leave_interrupts_to_main() -> None:
+    """A worker ignores Ctrl-C, which the terminal sends the whole process group: the main
+    process stops the pool, and a worker's own KeyboardInterrupt was a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _verdicts(
+    paths: Sequence[str], keep_going: bool, jobs: int
+) -> Generator[dict[str, object], None, None]:
+    """The verdicts in file order. Closed early (the reader went away, Ctrl-C), the pool
+    drops the records not yet started instead of auditing every one of them first."""
     if jobs > 1 and len(paths) >= _MIN_FILES_PER_JOB and "-" not in paths:
         chunk = max(1, len(paths) // (jobs * 8))
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        pool = ProcessPoolExecutor(max_workers=jobs, initializer=_leave_interrupts_to_main)
+        try:
             yield from pool.map(_audit_job, [(p, keep_going) for p in paths], chunksize=chunk)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     else:
         for path in paths:
             yield _audit_file(path, keep_going)
 
 
 def _run_audit(paths: Sequence[str], keep_going: bool, jobs: int) -> int:
+    with contextlib.closing(_verdicts(paths, keep_going, jobs)) as verdicts:
+        return _print_verdicts(verdicts, len(paths))
+
+
+def _print_verdicts(verdicts: Iterator[dict[str, object]], count: int) -> int:
     status = 0
-    verdicts = _verdicts(paths, keep_going, jobs)
     # A bar only while the verdicts go to a file or a pipe (on a terminal the lines show the
     # progress themselves), drawn on standard error: rich's default console, standard output,
     # drew no bar there and ended the JSON Lines with an empty line.
-    show_progress = len(paths) > 1 and sys.stderr.isatty() and not sys.stdout.isatty()
+    show_progress = count > 1 and sys.stderr.isatty() and not sys.stdout.isatty()
     if show_progress:
         from rich.console import Console  # noqa: PLC0415 - only on a terminal
         from rich.progress import Progress  # noqa: PLC0415
@@ -66,7 +85,7 @@ def _run_audit(paths: Sequence[str], keep_going: bool, jobs: int) -> int:
             redirect_stdout=False,
             redirect_stderr=False,
         ) as progress:
-            task = progress.add_task("auditing", total=len(paths))
+            task = progress.add_task("auditing", total=count)
             for verdict in verdicts:
                 print(json.dumps(verdict), flush=False)
                 status = max(status, verdict_exit_status(verdict))
@@ -162,6 +181,33 @@ def _store_arguments(command: argparse.ArgumentParser, postgres: bool = True) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit status.
+
+    A reader that goes away before the output ends (``audit *.json | head -1``) ends the
+    command quietly with 141, the status the shell gives ``cat`` killed by SIGPIPE, and Ctrl-C
+    ends it with 130, the shell's status for an interrupted command: neither is a traceback.
+    """
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        _discard_stdout()
+        return 128 + signal.SIGPIPE
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null: Python flushes it once more as it exits, and what
+    the closed pipe did not take would fail again there ("Exception ignored ... BrokenPipe")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (a test's captured output): no flush
+        pass
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "audit":

@@ -9,6 +9,7 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -873,3 +874,42 @@ def test_the_audit_progress_bar_goes_to_standard_error_only() -> None:
     out, err = _audit_with_terminals(paths, stdout_terminal=True)
     assert [json.loads(line)["legal"] for line in out.decode().splitlines()] == [True, False]
     assert err == b""
+
+
+def _audit_process(paths: list[str], *flags: str) -> subprocess.Popen[bytes]:
+    """``pinochle-referee audit`` in its own process group (as a terminal's job), its standard
+    output and error on pipes."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "referee.cli", "audit", *flags, *paths],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_reader_that_goes_away_ends_audit_quietly(jobs: str) -> None:
+    """Was: ``audit *.json | head -1`` ended in a BrokenPipeError traceback. The command ends
+    quietly with 141, the status the shell gives ``cat`` killed by SIGPIPE."""
+    game = str(Path(__file__).resolve().parent.parent / "examples" / "partnership-game.json")
+    process = _audit_process([game] * 100, "--jobs", jobs)
+    assert process.stdout is not None and process.stderr is not None
+    assert json.loads(process.stdout.readline())["legal"] is True
+    process.stdout.close()  # the reader is gone; the other 99 verdicts have nowhere to go
+    assert process.wait(60) == 141
+    assert process.stderr.read() == b""
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_ends_audit_quietly(jobs: str) -> None:
+    """Was: Ctrl-C printed a KeyboardInterrupt traceback. The terminal interrupts the whole
+    process group (workers too): exit 130, the shell's status for an interrupted command,
+    nothing on standard error, and the records not yet started are dropped."""
+    game = str(Path(__file__).resolve().parent.parent / "examples" / "partnership-game.json")
+    process = _audit_process([game] * 2000, "--jobs", jobs)
+    assert process.stdout is not None and process.stderr is not None
+    assert json.loads(process.stdout.readline())["legal"] is True
+    os.killpg(process.pid, signal.SIGINT)
+    assert process.wait(30) == 130
+    assert process.stderr.read() == b""
+    assert len(process.stdout.read().splitlines()) < 1999

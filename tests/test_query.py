@@ -10,8 +10,11 @@ the one-answer-per-line contract.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -650,3 +653,41 @@ def _strict_json(line: str) -> object:
         )
     except (ValueError, RecursionError):
         return None
+
+
+def _query_process(stdin: int | IO[bytes]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "referee.cli", "query"],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def test_a_reader_that_goes_away_ends_query_quietly(tmp_path: Path) -> None:
+    """Was: ``pinochle-referee query < questions | head -1`` ended in a BrokenPipeError
+    traceback. It ends quietly with 141, the status the shell gives ``cat`` killed by SIGPIPE."""
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text('{"kind": "trick_points", "cards": ["AS"]}\n' * 100_000)
+    with questions.open("rb") as stdin:
+        process = _query_process(stdin)
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.readline() == b'{"points": 10}\n'
+        process.stdout.close()
+        assert process.wait(60) == 141
+    assert process.stderr.read() == b""
+
+
+def test_ctrl_c_ends_query_quietly() -> None:
+    """Was: Ctrl-C while query waited for the next line printed a KeyboardInterrupt traceback.
+    Exit 130, the shell's status for an interrupted command, and nothing on standard error."""
+    process = _query_process(subprocess.PIPE)
+    assert process.stdin is not None and process.stdout is not None
+    assert process.stderr is not None
+    process.stdin.write(b'{"id": 1, "kind": "trick_points", "cards": ["AS"]}\n')
+    process.stdin.flush()
+    assert process.stdout.readline() == b'{"id": 1, "points": 10}\n'  # waiting for the next
+    process.send_signal(signal.SIGINT)
+    assert process.wait(30) == 130
+    assert process.stderr.read() == b""
+    process.stdin.close()
