@@ -41,6 +41,13 @@ def _audit_job(args: tuple[str, bool]) -> dict[str, object]:
     return _audit_file(*args)
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (a container's or a taskset's, not the machine's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _leave_interrupts_to_main() -> None:
     """A worker ignores Ctrl-C, which the terminal sends the whole process group: the main
     process stops the pool, and a worker's own KeyboardInterrupt was a traceback of its own."""
@@ -52,6 +59,9 @@ def _verdicts(
 ) -> Generator[dict[str, object], None, None]:
     """The verdicts in file order. Closed early (the reader went away, Ctrl-C), the pool
     drops the records not yet started instead of auditing every one of them first."""
+    # No more processes than files or CPUs, which could not be kept busy: the pool starts
+    # every process at once, so --jobs 100000 forked 100,000 of them.
+    jobs = min(jobs, len(paths), _usable_cpus())
     if jobs > 1 and len(paths) >= _MIN_FILES_PER_JOB and "-" not in paths:
         chunk = max(1, len(paths) // (jobs * 8))
         pool = ProcessPoolExecutor(max_workers=jobs, initializer=_leave_interrupts_to_main)
@@ -117,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument(
         "--keep-going", action="store_true", help="report every illegal action, skipping each"
     )
-    audit.add_argument("--jobs", type=int, default=1, help="processes for large batches")
+    audit.add_argument(
+        "--jobs", type=int, default=1, help="processes for large batches (at most one per CPU)"
+    )
     commands.add_parser("query", help="answer rules queries: JSON lines on stdin")
     serve = commands.add_parser("serve", help="serve the gRPC API")
     from referee.service.settings import add_arguments  # noqa: PLC0415 - grpc only when serving

@@ -12,8 +12,9 @@ import select
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -913,3 +914,36 @@ def test_ctrl_c_ends_audit_quietly(jobs: str) -> None:
     assert process.wait(30) == 130
     assert process.stderr.read() == b""
     assert len(process.stdout.read().splitlines()) < 1999
+
+
+class _Pool:
+    """A stand-in for the process pool: records how many processes were asked for, runs the
+    jobs here."""
+
+    asked: ClassVar[list[int]] = []
+
+    def __init__(self, max_workers: int, initializer: Callable[[], None]) -> None:
+        self.asked.append(max_workers)
+
+    def map(self, job: Callable[[Any], Any], items: list[Any], chunksize: int) -> Iterator[Any]:
+        return map(job, items)
+
+    def shutdown(self, wait: bool, cancel_futures: bool) -> None:
+        pass
+
+
+def test_cli_jobs_start_no_more_processes_than_cpus_or_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: the pool started every process asked for at once, so --jobs 100000 forked 100,000
+    processes for 10 files (and stopped the machine). At most one per usable CPU and per file."""
+    monkeypatch.setattr(cli, "ProcessPoolExecutor", _Pool)
+    monkeypatch.setattr(cli, "_usable_cpus", lambda: 4, raising=False)
+    _Pool.asked.clear()
+    paths = [_write(tmp_path / f"r{i}.json", record(HAND0)) for i in range(10)]
+    assert cli.main(["audit", "--jobs", "100000", *paths]) == 0
+    assert len(_lines(capsys)) == 10
+    monkeypatch.setattr(cli, "_usable_cpus", lambda: 64, raising=False)
+    assert cli.main(["audit", "--jobs", "100000", *paths]) == 0
+    assert len(_lines(capsys)) == 10
+    assert _Pool.asked == [4, 10]
