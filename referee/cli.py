@@ -359,9 +359,20 @@ def _count(number: int, one: str, many: str = "") -> str:
 
 
 def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
+    """Exit 0 when the deal opens the commitment, 1 when it does not, 2 when an argument cannot
+    be used. A commitment that is not a SHA-256 in hex (cut short in a copy, ``0x`` before it)
+    is exit 2: it was never published, so "valid": false, which says the deal was changed after
+    the commitment, would be a false accusation."""
     from referee.audit import RecordError, parse_deal  # noqa: PLC0415
     from referee.rules.dealing import deal_commitment  # noqa: PLC0415
 
+    expected = commitment.strip().lower()
+    if len(expected) != 64 or not all(digit in "0123456789abcdef" for digit in expected):
+        print(
+            f"pinochle-referee: COMMITMENT must be 64 hex digits (a SHA-256), got {commitment!r}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         text = sys.stdin.buffer.read().decode("utf-8") if deal_text == "-" else deal_text
         deal = parse_deal(json.loads(text), "deal")
@@ -370,7 +381,7 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
         print(f"pinochle-referee: {error}", file=sys.stderr)
         return 2
     computed = deal_commitment(deal, salt_bytes)
-    ok = computed == commitment.strip().lower()
+    ok = computed == expected
     print(json.dumps({"valid": ok, "commitment": commitment, "computed": computed}))
     return 0 if ok else 1
 

@@ -213,6 +213,25 @@ def test_verify_deal_checks_a_commitment(
     assert line["computed"] == _commitment(deal, "00a1ff7f")
 
 
+def test_verify_deal_refuses_a_commitment_that_is_no_sha256(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Was: a commitment cut short in a copy, or with ``0x`` before it, was answered
+    ``"valid": false``, exit 1, which says the deal was changed after it was committed. Not 64
+    hex digits, it is no published commitment: exit 2 (an argument that cannot be used, as a
+    salt that is not hex), one line on standard error, nothing on standard output."""
+    deal = record(HAND0)["hands"][0]["deal"]
+    salt = "00a1ff7e"
+    real = _commitment(deal, salt)
+    for given in (real[:-1], f"0x{real}", f"{real}0", "", f"zz{real[2:]}", "not a commitment"):
+        assert cli.main(["verify-deal", given, salt, json.dumps(deal)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == (
+            f"pinochle-referee: COMMITMENT must be 64 hex digits (a SHA-256), got {given!r}\n"
+        )
+
+
 def _run(args: list[str], stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SCRIPT), *args], input=stdin, capture_output=True, text=True, timeout=60, check=False
