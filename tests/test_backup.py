@@ -9,6 +9,8 @@ every transaction committed before it began.
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import random
 import sqlite3
 from pathlib import Path
@@ -136,3 +138,52 @@ def test_a_partial_file_left_by_a_stopped_backup_is_replaced(
     code, text = _backup(capsys, source, tmp_path / "copy.db")
     assert code == 1 and "cannot be checked: no such table: log" in text, text  # not ours
     assert not (tmp_path / "copy.db.partial").exists() and (tmp_path / "copy.db").is_file()
+
+
+@pytest.mark.parametrize(
+    ("stop", "status"),
+    [(OSError(errno.ENOSPC, "No space left on device"), 1), (KeyboardInterrupt(), 130)],
+)
+def test_a_backup_that_does_not_finish_leaves_no_file(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    stop: BaseException,
+    status: int,
+) -> None:
+    """Was: a full disk when the copy was flushed was a traceback, and it or Ctrl-C left the
+    half-made ``.partial`` file behind. Now one line (exit 1), or the quiet exit 130 of Ctrl-C,
+    and nothing is left: neither the copy nor the partial file."""
+    source = tmp_path / "source.db"
+    sqlite3.connect(source).close()
+    backups = tmp_path / "backups"
+    backups.mkdir()
+
+    def fsync(fd: int) -> None:
+        raise stop
+
+    monkeypatch.setattr(os, "fsync", fsync)  # the copy's flush, before it is renamed
+    code, text = _backup(capsys, source, backups / "copy.db")
+    assert (code, list(backups.iterdir())) == (status, []), text
+    if status == 1:
+        assert (
+            text
+            == f"pinochle-referee: cannot back up {source}: [Errno 28] No space left on device\n"
+        )
+    else:
+        assert text == ""
+
+
+def test_a_backup_into_a_missing_directory_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: "cannot back up SOURCE: unable to open database file", which blamed the source."""
+    source = tmp_path / "source.db"
+    sqlite3.connect(source).close()
+    destination = tmp_path / "typo" / "copy.db"
+    code, text = _backup(capsys, source, destination)
+    assert (
+        code == 1
+        and text == f"pinochle-referee: no directory {destination.parent} for {destination}\n"
+    )
+    assert not destination.parent.exists()

@@ -1051,31 +1051,41 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
         raise StoreError(f"no database at {source}")
     if destination.exists():
         raise StoreError(f"{destination} already exists; give a new file")
+    if not destination.parent.is_dir():
+        raise StoreError(f"no directory {destination.parent} for {destination}")
     partial = destination.with_name(destination.name + ".partial")
-    partial.unlink(missing_ok=True)  # left by a backup that was stopped half-way
-    reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+    partial.unlink(missing_ok=True)  # left by a backup that was killed half-way
     try:
-        copy = sqlite3.connect(partial, isolation_level=None)
+        reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
         try:
-            reader.backup(copy)  # pages=-1: one step, one snapshot
-            # One self-contained file, with no -wal beside it; the store turns WAL on again
-            # when it opens the file.
-            copy.execute("PRAGMA journal_mode = DELETE")
+            copy = sqlite3.connect(partial, isolation_level=None)
+            try:
+                reader.backup(copy)  # pages=-1: one step, one snapshot
+                # One self-contained file, with no -wal beside it; the store turns WAL on
+                # again when it opens the file.
+                copy.execute("PRAGMA journal_mode = DELETE")
+            finally:
+                copy.close()
         finally:
-            copy.close()
-    except sqlite3.Error as exc:
+            reader.close()
+        with partial.open("rb+") as written:
+            os.fsync(written.fileno())
+        os.replace(partial, destination)
+    except BaseException as exc:
+        # Whatever stopped it (a full disk at the flush, Ctrl-C), a backup that did not finish
+        # leaves no file behind, and says why in one line.
         partial.unlink(missing_ok=True)
-        raise StoreError(f"cannot back up {source}: {exc}") from exc
-    finally:
-        reader.close()
-    with partial.open("rb+") as written:
-        os.fsync(written.fileno())
-    os.replace(partial, destination)
-    directory = os.open(destination.parent, os.O_RDONLY)
+        if isinstance(exc, sqlite3.Error | OSError):
+            raise StoreError(f"cannot back up {source}: {exc}") from exc
+        raise
     try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+        directory = os.open(destination.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+    except OSError as exc:
+        raise StoreError(f"{destination} is written but may not survive a crash: {exc}") from exc
     return _check_copy(destination)
 
 
