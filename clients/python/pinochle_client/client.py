@@ -12,13 +12,14 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
-from referee.service.convert import action_from_json, dict_to_struct, struct_to_dict
+from referee.service.convert import action_from_json, dict_to_struct, struct_to_dict, to_plain
 
 T = TypeVar("T")
 
@@ -346,13 +347,19 @@ class RefereeClient:
         return SeatSession(self, game_id, token)
 
     async def list_variants(self) -> list[dict[str, Any]]:
-        """Every variant with its options (OPTIONS.md); a failure raises RefereeError."""
+        """Every variant with its options (OPTIONS.md), as plain data with every field present:
+        ``{"id": str, "description": str, "players": int, "partnerships": bool, "options":
+        [{"name": str, "type": str, "allowed": JSON, "default_value": JSON, "meaning": str},
+        ...]}``. ``allowed`` and ``default_value`` read as every other Struct value does
+        (integral numbers as ints, objects with ``type`` first and the other keys sorted; None
+        for null). The Node client's ``listVariants()`` gives the same, its keys in camelCase
+        (``defaultValue``). A failure raises RefereeError."""
         response = await self._ask(
             lambda: self.referee.ListVariants(
                 pb.ListVariantsRequest(), timeout=self.deadline_seconds
             )
         )
-        return [MessageToDict(v, preserving_proto_field_name=True) for v in response.variants]
+        return [_variant(v) for v in response.variants]
 
     async def audit_records(
         self, records: Sequence[str], keep_going: bool = False
@@ -516,13 +523,76 @@ class RefereeClient:
         return HandScore(list(response.delta), list(response.saved))
 
 
+# ListVariants and GetAuditLog answers as plain data, field for field what the Node client
+# gives (proto-loader with ``longs: Number, enums: String, defaults: true``): every field
+# present, at its default when the server left it so; int64 as int; enums by name; a message
+# field as a dict of its fields, None when unset; Struct and Value fields as plain JSON. Keys
+# are the .proto's names (snake_case), as in every other Python result; Node's are camelCase.
+# protobuf's JSON mapping (``MessageToDict``), used before, gave int64 as text ("12"), left
+# out fields at their default (``partnerships`` False, a seat's ``hash``), numbers in Values
+# as floats and a Timestamp as RFC 3339 text.
+
+
+def _enum_name(enum: Any, number: int) -> str | int:
+    """An enum value by name, as Node gives it; a number this client does not know (a newer
+    server's) stays a number."""
+    try:
+        name: str = enum.Name(number)
+    except ValueError:
+        return number
+    return name
+
+
+def _json_value(value: struct_pb2.Value) -> Any:
+    """A google.protobuf.Value as plain JSON (None when unset or null), read as every Struct
+    is: integral numbers as ints, objects with ``type`` first and the other keys sorted."""
+    return to_plain(MessageToDict(value))
+
+
+def _variant(variant: pb.Variant) -> dict[str, Any]:
+    """A ListVariants variant (the Node client's ``Variant``)."""
+    return {
+        "id": variant.id,
+        "description": variant.description,
+        "players": variant.players,
+        "partnerships": variant.partnerships,
+        "options": [
+            {
+                "name": option.name,
+                "type": option.type,
+                "allowed": _json_value(option.allowed),
+                "default_value": _json_value(option.default_value),
+                "meaning": option.meaning,
+            }
+            for option in variant.options
+        ],
+    }
+
+
 def _audit_entry(entry: pb.AuditEntry) -> dict[str, Any]:
-    """An audit log entry, its action (a Struct) read as every other Struct is (integral
-    numbers as ints, ``type`` first and the other keys sorted)."""
-    out = MessageToDict(entry, preserving_proto_field_name=True)
-    if entry.HasField("action"):
-        out["action"] = struct_to_dict(entry.action)
-    return out
+    """An audit log entry (the Node client's ``AuditEntry``): ``seq`` and ``version`` ints,
+    ``role`` and ``outcome`` by name (``"ROLE_SEAT"``, ``"AUDIT_OUTCOME_REFUSED"``), ``time``
+    ``{"seconds": int, "nanos": int}``, ``action`` read as every other Struct is ({} when
+    absent), and what the caller may not see (another seat's ``code``, a non-adjudicator's
+    ``hash`` and ``previous_hash``) as "", never left out."""
+    return {
+        "seq": entry.seq,
+        "time": (
+            {"seconds": entry.time.seconds, "nanos": entry.time.nanos}
+            if entry.HasField("time")
+            else None
+        ),
+        "role": _enum_name(pb.Role, entry.role),
+        "seat": entry.seat,
+        "rpc": entry.rpc,
+        "action": struct_to_dict(entry.action),
+        "outcome": _enum_name(pb.AuditOutcome, entry.outcome),
+        "code": entry.code,
+        "request_id": entry.request_id,
+        "version": entry.version,
+        "previous_hash": entry.previous_hash,
+        "hash": entry.hash,
+    }
 
 
 def _auth(token: str | None) -> tuple[tuple[str, str], ...] | None:
@@ -571,8 +641,18 @@ class Session:
     async def audit_log(self, after_seq: int | str = 0, page_size: int = 0) -> list[dict[str, Any]]:
         """One page of the audit log: entries after ``after_seq``, at most ``page_size`` of them
         (0: the server's page size), fewer when they are large (a page stops before 2 MiB). The
-        next page starts after the last entry's ``seq``; the log ends with an empty page. An
-        entry's ``seq`` is text (protobuf's JSON form of an int64): ``after_seq`` takes it so."""
+        next page starts after the last entry's ``seq``; the log ends with an empty page.
+
+        Each entry is a dict with every field present, the Node client's ``auditLog()`` entry
+        with snake_case keys: ``seq`` (int), ``time`` (``{"seconds": int, "nanos": int}``),
+        ``role`` (``"ROLE_SEAT"``, ``"ROLE_SPECTATOR"``, ``"ROLE_ADJUDICATOR"`` or
+        ``"ROLE_UNSPECIFIED"`` for a request with no valid token), ``seat`` (int), ``rpc``,
+        ``action`` (the adjudicator and the sending seat see all of it, others its public
+        part), ``outcome`` (``"AUDIT_OUTCOME_ACCEPTED"`` or ``"AUDIT_OUTCOME_REFUSED"``),
+        ``code`` (a refusal's; "" for an acceptance, and where the caller may not see it),
+        ``request_id``, ``version`` (int), ``previous_hash`` and ``hash`` ("" unless the caller
+        is the adjudicator). ``after_seq`` also takes a
+        ``seq`` as text, as entries carried it before."""
         response = await self._call(
             self.client.referee.GetAuditLog,
             pb.GetAuditLogRequest(
