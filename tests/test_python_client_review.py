@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import pickle
+import time
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ async def test_audit_log_actions_read_like_every_other_struct(tmp_path: Path) ->
 async def test_audit_log_pages_on_from_the_seq_it_gives(tmp_path: Path) -> None:
     """Was: ``audit_log`` says the next page starts after the last entry's ``seq``, but an
     entry's ``seq`` is text (protobuf's JSON mapping of an int64), and passing it back as
-    ``after_seq`` raised TypeError."""
+    ``after_seq`` raised TypeError. A ``seq`` is an int now; text is still taken."""
     async with serving(tmp_path) as srv:
         table = await new_table(srv.client, "partnership", seed="audit-pages")
         for seat in (2, 3, 2):  # not their turn: three refusals
@@ -110,6 +111,144 @@ async def test_audit_log_pages_on_from_the_seq_it_gives(tmp_path: Path) -> None:
         while pages[-1]:
             pages.append(await table.adj.audit_log(after_seq=pages[-1][-1]["seq"], page_size=2))
         assert [[e["seat"] for e in page] for page in pages] == [[2, 3], [2], []]
+        assert [e["seq"] for e in await table.adj.audit_log(after_seq="2")] == [3]
+
+
+AUDIT_ENTRY_FIELDS = [
+    *("seq", "time", "role", "seat", "rpc", "action", "outcome", "code", "request_id"),
+    *("version", "previous_hash", "hash"),
+]
+# The Node client's shape for each (proto-loader: longs Number, enums String, defaults).
+AUDIT_ENTRY_TYPES = {
+    **dict.fromkeys(("seq", "seat", "version"), int),
+    **dict.fromkeys(("role", "rpc", "outcome", "code", "request_id"), str),
+    **dict.fromkeys(("previous_hash", "hash"), str),
+    "time": dict,
+    "action": dict,
+}
+
+
+def _no_integral_floats(value: object) -> bool:
+    """Whether no number in a JSON value is a float that is integral (48.0 where 48 is meant)."""
+    if isinstance(value, float):
+        return not value.is_integer()
+    if isinstance(value, dict):
+        return all(_no_integral_floats(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_no_integral_floats(v) for v in value)
+    return True
+
+
+async def test_audit_log_entries_are_plain_data_with_every_field(tmp_path: Path) -> None:
+    """Was: ``audit_log`` gave protobuf's JSON mapping (``MessageToDict``): ``seq`` and
+    ``version`` as text ("1"), ``time`` as RFC 3339 text, and the fields at their default left
+    out (an accepted entry's ``code``, a request with no valid token's ``role`` and ``seat``,
+    the hashes a spectator or seat may not see), where the Node client's ``auditLog()`` gives
+    numbers as numbers and every field. Now the same shape as Node's, keys in snake_case."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="audit-shape")
+        before = int(time.time())
+        await table.seats[1].submit({"type": "bid", "amount": 250}, request_id="bid-1")
+        with pytest.raises(RefereeError):  # NOT_YOUR_TURN
+            await table.seats[3].submit({"type": "pass"}, expected_version=1, request_id="pass-3")
+        stranger = srv.client.seat(table.game_id, "not-a-token")
+        with pytest.raises(RefereeError):  # UNAUTHENTICATED
+            await stranger.submit({"type": "pass"}, expected_version=1, request_id="who")
+        after = int(time.time()) + 1
+
+        full = await table.adj.audit_log()
+        assert [f.name for f in pb.AuditEntry.DESCRIPTOR.fields] == AUDIT_ENTRY_FIELDS
+        for entry in full:
+            assert list(entry) == AUDIT_ENTRY_FIELDS
+            assert {k: type(v) for k, v in entry.items()} == AUDIT_ENTRY_TYPES, entry
+            assert list(entry["time"]) == ["seconds", "nanos"]
+            assert before <= entry["time"]["seconds"] <= after
+            assert 0 <= entry["time"]["nanos"] < 10**9 and type(entry["time"]["nanos"]) is int
+            assert len(entry["hash"]) == 64
+        shown = [{k: e[k] for k in AUDIT_ENTRY_FIELDS if k not in ("time", "hash")} for e in full]
+        assert shown == [
+            {
+                "seq": 1,
+                "role": "ROLE_SEAT",
+                "seat": 1,
+                "rpc": "SubmitAction",
+                "action": {"type": "bid", "amount": 250},
+                "outcome": "AUDIT_OUTCOME_ACCEPTED",
+                "code": "",
+                "request_id": "bid-1",
+                "version": 1,
+                "previous_hash": "0" * 64,
+            },
+            {
+                "seq": 2,
+                "role": "ROLE_SEAT",
+                "seat": 3,
+                "rpc": "SubmitAction",
+                "action": {"type": "pass"},
+                "outcome": "AUDIT_OUTCOME_REFUSED",
+                "code": "NOT_YOUR_TURN",
+                "request_id": "pass-3",
+                "version": 1,
+                "previous_hash": full[0]["hash"],
+            },
+            {
+                "seq": 3,
+                "role": "ROLE_UNSPECIFIED",
+                "seat": 0,
+                "rpc": "SubmitAction",
+                "action": {"type": "pass"},
+                "outcome": "AUDIT_OUTCOME_REFUSED",
+                "code": "UNAUTHENTICATED",
+                "request_id": "who",
+                "version": 1,
+                "previous_hash": full[1]["hash"],
+            },
+        ]
+        # What another role may not see is "" (and still there), never left out.
+        for session in (table.spec, table.seats[1]):
+            seen = await session.audit_log()
+            for entry, whole in zip(seen, full, strict=True):
+                assert list(entry) == AUDIT_ENTRY_FIELDS
+                assert {k: type(v) for k, v in entry.items()} == AUDIT_ENTRY_TYPES, entry
+                assert entry["hash"] == entry["previous_hash"] == ""
+                same = ("seq", "time", "role", "seat", "outcome", "request_id", "version")
+                assert {k: entry[k] for k in same} == {k: whole[k] for k in same}
+            assert [e["code"] for e in seen] == ["", "", ""]
+
+
+VARIANT_FIELDS = ["id", "description", "players", "partnerships", "options"]
+OPTION_FIELDS = ["name", "type", "allowed", "default_value", "meaning"]
+
+
+async def test_list_variants_are_plain_data_with_every_field(tmp_path: Path) -> None:
+    """Was: ``list_variants`` gave protobuf's JSON mapping: every number in ``allowed`` and
+    ``default_value`` a float (a deck of 48.0, a target's bounds 1.0 and 2147483647.0) and
+    ``partnerships`` left out when False, where the Node client's ``listVariants()`` gives
+    numbers as numbers and every field. Now the same shape as Node's, keys in snake_case."""
+    async with serving(tmp_path) as srv:
+        variants = await srv.client.list_variants()
+    assert [f.name for f in pb.Variant.DESCRIPTOR.fields] == VARIANT_FIELDS
+    assert [f.name for f in pb.OptionSpec.DESCRIPTOR.fields] == OPTION_FIELDS
+    for variant in variants:
+        assert list(variant) == VARIANT_FIELDS
+        assert [type(variant[k]) for k in VARIANT_FIELDS] == [str, str, int, bool, list]
+        for option in variant["options"]:
+            assert list(option) == OPTION_FIELDS
+            assert [type(option[k]) for k in ("name", "type", "meaning")] == [str, str, str]
+            assert _no_integral_floats(option["allowed"]), option
+            assert _no_integral_floats(option["default_value"]), option
+    by_id = {v["id"]: v for v in variants}
+    assert by_id["two-handed"]["partnerships"] is False
+    assert (by_id["two-handed"]["players"], by_id["partnership"]["partnerships"]) == (2, True)
+    options = {o["name"]: o for o in by_id["cutthroat"]["options"]}
+    deck = options["deck"]
+    assert (deck["allowed"], deck["default_value"]) == ([48], 48)
+    assert type(deck["default_value"]) is int and type(deck["allowed"][0]) is int
+    raise_ = options["max_raise"]  # null as None; an object's keys sorted
+    assert raise_["allowed"] == {"max": 2**31 - 1, "min": 1, "nullable": True}
+    assert list(raise_["allowed"]) == ["max", "min", "nullable"]
+    assert raise_["default_value"] is None
+    assert type(options["target"]["default_value"]) is int
 
 
 async def test_a_token_read_from_a_file_with_its_newline_works(tmp_path: Path) -> None:
