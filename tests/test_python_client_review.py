@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import pickle
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -249,6 +251,78 @@ async def test_list_variants_are_plain_data_with_every_field(tmp_path: Path) -> 
     assert list(raise_["allowed"]) == ["max", "min", "nullable"]
     assert raise_["default_value"] is None
     assert type(options["target"]["default_value"]) is int
+
+
+NODE_CLIENT = Path(__file__).resolve().parents[1] / "clients" / "node" / "dist" / "src" / "index.js"
+# Prints what the Node client's listVariants() and auditLog() give (adjudicator, spectator and
+# a seat), as JSON: argv is the client's module, the address, the game id and the tokens.
+NODE_SHAPES = """
+const [module, address, gameId, ...tokens] = process.argv.slice(1);
+const { RefereeClient } = require(module);
+(async () => {
+  const client = new RefereeClient(address);
+  try {
+    const logs = [];
+    for (const token of tokens) logs.push(await client.session(gameId, token).auditLog());
+    process.stdout.write(JSON.stringify({ variants: await client.listVariants(), logs }));
+  } finally {
+    client.close();
+  }
+})().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
+"""
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def _as_node_names(variants: list[dict[str, Any]], logs: list[list[dict[str, Any]]]) -> object:
+    """The Python results with the .proto fields' keys as Node names them (camelCase); the
+    JSON values inside (an option's ``allowed``, an entry's ``action``) keep theirs."""
+    return {
+        "variants": [
+            {
+                **{_camel(k): v for k, v in variant.items()},
+                "options": [{_camel(k): v for k, v in o.items()} for o in variant["options"]],
+            }
+            for variant in variants
+        ],
+        "logs": [[{_camel(k): v for k, v in entry.items()} for entry in log] for log in logs],
+    }
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not NODE_CLIENT.exists(),
+    reason="no node, or the Node client is not built (make node-test; npm run build)",
+)
+async def test_python_and_node_clients_give_the_same_shapes(tmp_path: Path) -> None:
+    """``list_variants()`` and ``audit_log()`` against the Node client's ``listVariants()`` and
+    ``auditLog()`` on the same server and game: equal as JSON text (so 48 is not 48.0, and no
+    field is missing on either side), once the Python keys are camelCased."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="both-clients")
+        await table.seats[1].submit({"type": "bid", "amount": 250})
+        with pytest.raises(RefereeError):  # NOT_YOUR_TURN
+            await table.seats[3].submit({"type": "pass"}, expected_version=1)
+        with pytest.raises(RefereeError):  # UNAUTHENTICATED
+            await srv.client.seat(table.game_id, "nobody").submit({"type": "pass"})
+        tokens = [table.adjudicator_token, table.spectator_token, table.seat_tokens[3]]
+        sessions = [srv.client.session(table.game_id, token) for token in tokens]
+        python = _as_node_names(
+            await srv.client.list_variants(), [await s.audit_log() for s in sessions]
+        )
+        node = await asyncio.create_subprocess_exec(
+            *("node", "-e", NODE_SHAPES, str(NODE_CLIENT), srv.address, table.game_id, *tokens),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(node.communicate(), 60)
+    assert node.returncode == 0, err.decode()
+    assert json.dumps(python, sort_keys=True) == json.dumps(json.loads(out), sort_keys=True)
 
 
 async def test_a_token_read_from_a_file_with_its_newline_works(tmp_path: Path) -> None:
