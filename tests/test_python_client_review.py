@@ -8,6 +8,7 @@ import asyncio
 import copy
 import json
 import pickle
+import random
 import shutil
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from pinochle_client import RefereeClient, RefereeError
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.convert import dict_to_struct
-from tests.service_helpers import SilentNetwork, new_table, serving
+from tests.service_helpers import SilentNetwork, new_table, pick, serving
 
 
 async def test_keepalive_seconds_0_means_no_pings(
@@ -487,3 +488,19 @@ def test_a_referee_error_survives_pickling() -> None:
         assert str(twin) == str(error) == f"FAILED_PRECONDITION NOT_YOUR_TURN: {message}"
         assert twin.args == error.args
         assert vars(twin) == vars(error)  # any field added later too
+
+
+async def test_submit_gives_events_as_watch_does(tmp_path: Path) -> None:
+    """``submit`` left each event's audience out where ``watch`` (and the Node client, in both)
+    gave it, so a seat could not tell its own private events from public ones in an answer."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="events-alike")
+        seat = table.seats[1]
+        answer = await seat.submit(pick(await seat.legal_actions(), random.Random(2)))
+        assert answer["events"] and all("audience" in event for event in answer["events"])
+        watched: list[dict[str, Any]] = []
+        async for item in seat.watch(0):
+            watched.append(item["event"])
+            if item["event"]["seq"] == answer["events"][-1]["seq"]:
+                break
+        assert answer["events"] == [e for e in watched if e["version"] == answer["version"]]

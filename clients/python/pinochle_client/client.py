@@ -79,6 +79,19 @@ def _rebuild_referee_error(
     return error
 
 
+def _event(event: pb.Event) -> dict[str, Any]:
+    """An event as a plain dict, the same from ``submit`` and ``watch`` (and as Node's
+    ``GameEvent``): seq, version, kind, audience, then its data. ``submit`` used to leave out
+    the audience, so a caller could not tell its own private events from public ones there."""
+    return {
+        "seq": event.seq,
+        "version": event.version,
+        "kind": event.kind,
+        "audience": event.audience,
+        **_object(event.data_json),
+    }
+
+
 def _object(text: str) -> dict[str, Any]:
     """A view or event data: the server sends them as JSON object text."""
     value = json.loads(text) if text else {}
@@ -732,16 +745,7 @@ class Session:
         try:
             async for item in stream:
                 if item.HasField("event"):
-                    event = item.event
-                    yield {
-                        "event": {
-                            "seq": event.seq,
-                            "version": event.version,
-                            "kind": event.kind,
-                            "audience": event.audience,
-                            **_object(event.data_json),
-                        }
-                    }
+                    yield {"event": _event(item.event)}
                 else:
                     yield {
                         "snapshot": {
@@ -790,8 +794,5 @@ class SeatSession(Session):
         return {
             "version": response.version,
             "view": _object(response.view_json),
-            "events": [
-                {"seq": e.seq, "version": e.version, "kind": e.kind, **_object(e.data_json)}
-                for e in response.events
-            ],
+            "events": [_event(e) for e in response.events],
         }
