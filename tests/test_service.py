@@ -689,6 +689,34 @@ async def test_stale_expected_version_is_aborted_with_the_current_version(srv: S
     assert (await table.seats[3].submit({"type": "pass"}, expected_version=2))["version"] == 3
 
 
+async def test_an_action_after_the_end_the_store_records_is_refused_game_over(
+    srv: Served,
+) -> None:
+    """The store refuses a commit to a game it records as ended (store.GameOver) even when the
+    engine's copy in memory does not know it (here: the stored game was ended by hand). The
+    store's record stands: the action is refused GAME_OVER and audited as the engine would
+    refuse it, not failed UNAVAILABLE (a retry would meet the same refusal); nothing applied."""
+    table = await new_table(srv.client, "partnership", seed="ended-in-store")
+    await table.seats[1].submit({"type": "pass"}, expected_version=0)
+    with sqlite3.connect(srv.db) as conn:
+        conn.execute("UPDATE games SET over = 1 WHERE game_id = ?", (table.game_id,))
+    conn.close()
+    error = await refused(table.seats[2].submit({"type": "pass"}, expected_version=1))
+    assert (error.code, error.reason, error.version) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "GAME_OVER",
+        1,
+    )
+    entries = await table.adj.audit_log()
+    assert [(e["outcome"], e.get("code", "")) for e in entries] == [
+        ("AUDIT_OUTCOME_ACCEPTED", ""),
+        ("AUDIT_OUTCOME_REFUSED", "GAME_OVER"),
+    ]
+    assert entries[1]["action"] == {"type": "pass"}
+    assert (await table.adj.view())["version"] == 1
+    assert await table.adj.verify_audit_log()
+
+
 async def test_a_session_sends_the_version_it_last_saw_or_the_one_given(srv: Served) -> None:
     """Issue 4 (SubmitAction's expected_version): a session's default is the version its last
     answer carried, a view's too; an explicit expected_version is sent as given, 0 included, so

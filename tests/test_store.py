@@ -43,6 +43,7 @@ from referee.store.base import (
     AuditRow,
     Commit,
     GameExists,
+    GameOver,
     GameRecord,
     GameStore,
     LogRow,
@@ -428,6 +429,38 @@ async def test_stale_version_conflicts_and_writes_nothing(store: GameStore) -> N
     assert (await store.load_log("g1"), await store.audit_log("g1")) == before
     assert (await store.get_game("g1")).version == 2
     assert (await store.verify_audit_log("g1")).intact
+
+
+async def test_a_finished_game_takes_no_more_commits(store: GameStore) -> None:
+    """The commit that ends a game is accepted; a commit after it is refused (GameOver, nothing
+    written), though the engine refuses such an action first. The ending commit sent again
+    still conflicts on its version (its retry finds the stored response), and refusals are
+    still audited."""
+
+    async def stored() -> tuple[GameRecord, list[LogRow], list[AuditRow]]:
+        return await store.get_game("g1"), await store.load_log("g1"), await store.audit_log("g1")
+
+    await new_game(store)
+    await commit_many(store, "g1", 2)
+    await store.commit(make_commit("g1", 2, over=True))
+    ended = await stored()
+    assert (ended[0].version, ended[0].over) == (3, True)
+
+    with pytest.raises(GameOver) as caught:
+        await store.commit(make_commit("g1", 3, request_id="after"))
+    assert caught.value.version == 3
+    with pytest.raises(VersionConflict) as conflict:
+        await store.commit(make_commit("g1", 2, over=True))
+    assert conflict.value.current == 3
+    assert await store.stored_response("g1", "after") is None
+    assert await stored() == ended
+    await store.record_refusal("g1", audit_entry(3, "refused", "GAME_OVER"))
+    assert (await store.verify_audit_log("g1")).intact
+
+    await new_game(store, "born-over", over=True)  # stored as ended when created
+    with pytest.raises(GameOver):
+        await store.commit(make_commit("born-over", 0))
+    assert (await store.get_game("born-over")).version == 0
 
 
 async def test_concurrent_commits_at_one_version_exactly_one_wins(store: GameStore) -> None:

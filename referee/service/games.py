@@ -18,7 +18,7 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, NoReturn, TypeVar
 
 import grpc
 import orjson
@@ -70,6 +70,7 @@ from referee.store.base import (
     AuditRow,
     AuditVerification,
     Commit,
+    GameOver,
     GameRecord,
     GameStore,
     LogRow,
@@ -918,6 +919,9 @@ class GameManager:
             if isinstance(error, VersionConflict):
                 with contextlib.suppress(ServiceError):
                     await self._conflicted(live, accepted.commit, key, error)
+            elif isinstance(error, GameOver):
+                with contextlib.suppress(ServiceError):
+                    await self._ended(live, accepted.commit, key, error)
             else:
                 self._maybe_landed(live)
 
@@ -929,6 +933,8 @@ class GameManager:
             )
         except VersionConflict as conflict:
             return await self._conflicted(live, accepted.commit, key, conflict)
+        except GameOver as over:
+            await self._ended(live, accepted.commit, key, over)
         except Exception:
             self._maybe_landed(live)
             raise
@@ -964,6 +970,26 @@ class GameManager:
             f"the game moved to version {conflict.current}",
             reason="STALE_VERSION",
             metadata={"version": str(conflict.current)},
+        )
+
+    async def _ended(self, live: LiveGame, commit: Commit, key: str, over: GameOver) -> NoReturn:
+        """The store refused ``commit``: the game has ended, which the engine's copy here did
+        not know (the engine refuses any action after the end itself, so the two disagree: a
+        bug, or a stored game changed by hand). The store's record stands: the request is
+        audited and answered as the engine answers an action after the end (GAME_OVER), not as
+        a store failure (UNAVAILABLE would invite retries that meet the same refusal)."""
+        game_id = live.record.game_id
+        structlog.get_logger("referee.games").warning(
+            "commit_refused_game_over", game_id=game_id, ended_at_version=over.version
+        )
+        seat = commit.rows[0].seat
+        assert seat is not None
+        await self._refuse(live, seat, commit.audit.action or {}, "GAME_OVER", key)
+        raise ServiceError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"the game is over (it ended at version {over.version})",
+            reason="GAME_OVER",
+            metadata={"version": str(over.version)},
         )
 
     def _committed(self, live: LiveGame, accepted: _Accepted, started: float) -> None:
@@ -1318,7 +1344,9 @@ async def _durably(
                 on_durable(pending.result())
             elif on_failure is not None:
                 await on_failure(failure)
-            if failure is not None and not isinstance(failure, ServiceError | VersionConflict):
+            if failure is not None and not isinstance(
+                failure, ServiceError | VersionConflict | GameOver
+            ):
                 # The caller is gone, so the store's failure (nothing committed; a retry will
                 # tell) would pass silently: log it.
                 structlog.get_logger("referee.games").warning(

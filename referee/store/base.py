@@ -13,7 +13,9 @@ Every implementation (embedded SQLite, PostgreSQL) keeps, per game:
 ``commit`` writes an accepted action's log rows, its idempotency record and its audit entry in
 one transaction that first checks the stored version equals ``expected_version`` (an
 ``UPDATE ... WHERE version = ?`` that must touch one row), so two replicas can never both apply
-an action at the same version. Nothing is acknowledged before that transaction commits.
+an action at the same version, and that the game is not over (``games.over``, set by the
+commit that ended it), so nothing is ever appended to a finished game's log. Nothing is
+acknowledged before that transaction commits.
 """
 
 from __future__ import annotations
@@ -70,6 +72,19 @@ class VersionConflict(StoreError):
     def __init__(self, current: int) -> None:
         super().__init__(f"the game is at version {current}")
         self.current = current
+
+
+class GameOver(StoreError):
+    """The game ended (at ``version``): a store appends nothing to a finished game's log.
+
+    The engine refuses every action after the last one before it reaches the store, so this
+    is the store's own guard, and only a caller whose view of the game disagrees with the
+    store's meets it. Not a VersionConflict: the version is the one expected, and catching up
+    with the log would not change the answer."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"the game ended at version {version}")
+        self.version = version
 
 
 class GameExists(StoreError):
@@ -272,7 +287,9 @@ class GameStore(Protocol):
         """Log rows with seq > after_seq, in order."""
 
     def commit(self, commit: Commit) -> Awaitable[AuditRow]:
-        """Apply ``commit`` atomically; VersionConflict(current) when the version moved.
+        """Apply ``commit`` atomically; VersionConflict(current) when the version moved,
+        GameOver(version) when the game has ended (checked after the version, so a late copy
+        of the commit that ended it is a VersionConflict, which finds its stored response).
 
         Resolves to the audit row as stored (with seq and hashes). An awaitable rather than a
         coroutine so that a store may queue the write at once and hand back its own future:

@@ -17,12 +17,13 @@ Schema
 
 Writes
     ``commit`` is one transaction: ``SELECT ... FOR UPDATE`` of the game row (commits of one
-    game queue there, whatever replica sends them), the version check, ``UPDATE games ... WHERE
-    version = %s`` that must touch one row, the log rows (their primary key ``(game_id, seq)``
-    refuses a second writer of a seq), the idempotency record (a duplicate ``request_id`` is a
-    :class:`VersionConflict`), the chained audit row, and ``pg_notify`` on the schema's channel,
-    which PostgreSQL delivers only when (and if) the transaction commits. Nothing is acknowledged
-    before ``COMMIT`` returns (``synchronous_commit`` is left at its default, ``on``).
+    game queue there, whatever replica sends them), the version check and the game-over check
+    on that locked row, ``UPDATE games ... WHERE version = %s`` that must touch one row, the log
+    rows (their primary key ``(game_id, seq)`` refuses a second writer of a seq), the
+    idempotency record (a duplicate ``request_id`` is a :class:`VersionConflict`), the chained
+    audit row, and ``pg_notify`` on the schema's channel, which PostgreSQL delivers only when
+    (and if) the transaction commits. Nothing is acknowledged before ``COMMIT`` returns
+    (``synchronous_commit`` is left at its default, ``on``).
 
     Within one store, writes of the same game run in the order they were submitted, one at a
     time, each as its own task: cancelling a caller does not withdraw a write it submitted
@@ -61,6 +62,7 @@ from referee.store.base import (
     AuditVerification,
     Commit,
     GameExists,
+    GameOver,
     GameRecord,
     LogRow,
     StoreError,
@@ -614,7 +616,8 @@ class PostgresStore:
 
         The game's version becomes ``expected_version + 1``; every row must carry that version
         (an action and the deal it caused). A ``request_id`` already stored for the game is
-        refused like a stale version (VersionConflict with the current version), nothing written.
+        refused like a stale version (VersionConflict with the current version), nothing written;
+        so is a commit to a game that has ended (GameOver).
         """
         new_version = commit.checked_version()
         game_id = commit.game_id
@@ -626,15 +629,18 @@ class PostgresStore:
 
         async def work(conn: Connection) -> AuditRow:
             cursor = await conn.execute(
-                "SELECT version, audit_seq, audit_head FROM games WHERE game_id = %s FOR UPDATE",
+                "SELECT version, over, audit_seq, audit_head FROM games WHERE game_id = %s"
+                " FOR UPDATE",
                 (game_id,),
             )
             head = await cursor.fetchone()
             if head is None:
                 raise UnknownGame(game_id)
-            current, audit_seq, audit_head = head
+            current, over, audit_seq, audit_head = head
             if current != commit.expected_version:
                 raise VersionConflict(current)
+            if over:  # read under the row lock, like the version: no commit can end it meanwhile
+                raise GameOver(current)
             audit = draft.chained(audit_seq + 1, audit_head)
             # The log's end is read by this statement, which starts after the row lock was
             # granted, so it sees every commit of the game before ours (the locking SELECT's

@@ -6,8 +6,9 @@ Threads
     job that arrives while a ``COMMIT`` is in flight waits in a list; when the ``COMMIT``
     returns, all of them (at most ``max_batch``) go into the next ``BEGIN IMMEDIATE``
     transaction, and the next ``COMMIT`` makes them durable together (group commit: one fsync
-    for the whole batch). A job that is refused (a version conflict, a duplicate id) is refused
-    before its first write, so it fails alone; a job that fails after writing fails the batch.
+    for the whole batch). A job that is refused (a version conflict, a finished game, a
+    duplicate id) is refused before its first write, so it fails alone; a job that fails after
+    writing fails the batch.
     A job is never acknowledged before the ``COMMIT`` that made it durable has returned; if
     that ``COMMIT`` fails, every job of the batch fails with :class:`StoreError`. Cancelling a
     caller that waits does not withdraw its write: once queued it may still commit (a retry of
@@ -62,6 +63,7 @@ from referee.store.base import (
     AuditVerification,
     Commit,
     GameExists,
+    GameOver,
     GameRecord,
     LogRow,
     StoreError,
@@ -726,8 +728,9 @@ class SqliteStore:
 
         The game's version becomes ``expected_version + 1``; every row must carry that version
         (an action and the deal it caused). A ``request_id`` already stored for the game is
-        refused like a stale version (VersionConflict with the current version), nothing written.
-        A malformed commit is refused through the future too, as by an ``async def`` store.
+        refused like a stale version (VersionConflict with the current version), nothing written;
+        so is a commit to a game that has ended (GameOver). A malformed commit is refused
+        through the future too, as by an ``async def`` store.
         """
         try:
             new_version = commit.checked_version()
@@ -741,16 +744,20 @@ class SqliteStore:
         response = bytes(commit.response)
 
         def apply(conn: sqlite3.Connection) -> AuditRow:
-            # Every way this job can be refused comes before its first write (see _run_job).
+            # Every way this job can be refused comes before its first write (see _run_job),
+            # the game's end too: a condition on the UPDATE below would refuse it only after
+            # the requests INSERT had written, and so fail the whole batch.
             head = conn.execute(
-                "SELECT version, audit_seq, audit_head, log_seq FROM games WHERE game_id = ?",
+                "SELECT version, over, audit_seq, audit_head, log_seq FROM games WHERE game_id = ?",
                 (game_id,),
             ).fetchall()
             if not head:
                 raise UnknownGame(game_id)
-            ((current, audit_seq, audit_head, log_seq),) = head
+            ((current, over, audit_seq, audit_head, log_seq),) = head
             if current != commit.expected_version:
                 raise VersionConflict(current)
+            if over:
+                raise GameOver(current)
             log = _numbered_log(game_id, log_seq + 1, rows)
             try:
                 conn.execute(
