@@ -308,18 +308,23 @@ async def test_duplicate_game_is_refused_and_changes_nothing(store: GameStore) -
 @pytest.mark.parametrize("unknown", ["nope", "no\x00pe"])
 async def test_unknown_game(store: GameStore, unknown: str) -> None:
     """The same answer from both stores, for an id with U+0000 too (PostgreSQL text cannot
-    hold it: such a query failed as a StoreError there, and no stored id can have one)."""
+    hold it: such a query failed as a StoreError there, and no stored id can have one), and
+    for reads after a seq too (PostgreSQL's load_log answered [] there)."""
     await new_game(store, "known")
     with pytest.raises(UnknownGame):
         await store.get_game(unknown)
     with pytest.raises(UnknownGame):
         await store.load_log(unknown)
     with pytest.raises(UnknownGame):
+        await store.load_log(unknown, after_seq=3)
+    with pytest.raises(UnknownGame):
         await store.commit(make_commit(unknown, 0, request_id="r1"))
     with pytest.raises(UnknownGame):
         await store.record_refusal(unknown, audit_entry(0, "refused", "NOT_YOUR_TURN"))
     with pytest.raises(UnknownGame):
         await store.audit_log(unknown)
+    with pytest.raises(UnknownGame):
+        await store.audit_log(unknown, after_seq=3)
     with pytest.raises(UnknownGame):
         await store.verify_audit_log(unknown)
     assert await store.stored_response(unknown, "r1") is None
@@ -410,6 +415,9 @@ async def test_load_log_and_audit_log_after_seq(store: GameStore) -> None:
     await commit_many(store, "g1", 4)
     assert [row.seq for row in await store.load_log("g1", after_seq=3)] == [4, 5]
     assert await store.load_log("g1", after_seq=5) == []
+    await store.create_game(game_record("empty"), [])  # a known game with no rows at all
+    assert await store.load_log("empty") == []
+    assert await store.load_log("empty", after_seq=2) == []
     assert [row.seq for row in await store.audit_log("g1", after_seq=1)] == [2, 3, 4]
     assert [row.seq for row in await store.audit_log("g1", after_seq=1, limit=2)] == [2, 3]
     assert await store.audit_log("g1", after_seq=4) == []

@@ -794,6 +794,8 @@ class StoreMachine(RuleBasedStateMachine):
         with pytest.raises(UnknownGame):
             await store.load_log(game_id)
         with pytest.raises(UnknownGame):
+            await store.load_log(game_id, after_seq=1)
+        with pytest.raises(UnknownGame):
             await store.audit_log(game_id)
         with pytest.raises(UnknownGame):
             await store.verify_audit_log(game_id)

@@ -284,7 +284,8 @@ class GameStore(Protocol):
         """The game's record with its current version (UnknownGame if none)."""
 
     async def load_log(self, game_id: str, after_seq: int = 0) -> list[LogRow]:
-        """Log rows with seq > after_seq, in order."""
+        """Log rows with seq > after_seq, in order (UnknownGame if no such game, whatever
+        ``after_seq``: [] means the game has no rows after it, never that it does not exist)."""
 
     def commit(self, commit: Commit) -> Awaitable[AuditRow]:
         """Apply ``commit`` atomically; VersionConflict(current) when the version moved,
@@ -311,7 +312,8 @@ class GameStore(Protocol):
     async def audit_log(
         self, game_id: str, after_seq: int = 0, limit: int = 1000
     ) -> list[AuditRow]:
-        """Audit rows with seq > after_seq, in order, at most ``limit``."""
+        """Audit rows with seq > after_seq, in order, at most ``limit`` (UnknownGame if no
+        such game, as ``load_log``)."""
 
     async def verify_audit_log(self, game_id: str) -> AuditVerification:
         """Recompute the hash chain and report the first row that does not match."""

@@ -746,17 +746,20 @@ class PostgresStore:
         _check_stored_id(game_id)
 
         async def query(conn: Connection) -> list[LogRow]:
+            # One statement, the game's existence included: a replica's catch-up before every
+            # action reads here and mostly finds nothing new, so an existence query after an
+            # empty answer would be a second round trip on that path. No row: no such game;
+            # one row of NULLs: a game with no rows after ``after_seq``.
             cursor = await conn.execute(
-                "SELECT seq, version, kind, seat, payload, events FROM log"
-                " WHERE game_id = %s AND seq > %s ORDER BY seq",
-                (game_id, after_seq),
+                "SELECT log.seq, log.version, log.kind, log.seat, log.payload, log.events"
+                " FROM games LEFT JOIN log ON log.game_id = games.game_id AND log.seq > %s"
+                " WHERE games.game_id = %s ORDER BY log.seq",
+                (after_seq, game_id),
             )
             rows = await cursor.fetchall()
-            # A caller asking for rows after seq > 0 has seen the game's rows already: skip the
-            # existence query on that path (a replica's catch-up before every action).
-            if not rows and after_seq == 0 and not await _game_exists(conn, game_id):
+            if not rows:
                 raise UnknownGame(game_id)
-            return [_log_row(row) for row in rows]
+            return [_log_row(row) for row in rows if row[0] is not None]
 
         return await self._read(query)
 
