@@ -41,6 +41,7 @@ from referee.store.base import (
     ALL_GAMES,
     GENESIS_HASH,
     AuditRow,
+    AuditVerification,
     Commit,
     GameExists,
     GameOver,
@@ -527,6 +528,27 @@ async def test_commit_rejects_malformed_input(store: GameStore) -> None:
         await store.commit(make_commit("g1", 0, seq=7))  # the log continues at 2
     assert (await store.get_game("g1")).version == 0
     assert await store.audit_log("g1") == []
+
+
+async def test_a_time_of_minus_zero_is_stored_as_zero(store: GameStore) -> None:
+    """-0.0 and 0.0 are one time but not one hash ("-0.0" and "0.0" in the audit row's JSON):
+    SQLite gave -0.0 back as 0.0, so the row it had hashed with -0.0 failed verification,
+    while PostgreSQL kept -0.0. Both stores now keep every time of -0.0 as 0.0."""
+    await new_game(store)
+    accepted = await store.commit(
+        make_commit("g1", 0)._replace(audit=audit_entry(1)._replace(time=-0.0))
+    )
+    refused = await store.record_refusal(
+        "g1", audit_entry(1, "refused", "NOT_YOUR_TURN")._replace(time=-0.0)
+    )
+    assert await store.verify_audit_log("g1") == AuditVerification(True, 2)
+    stored = await store.audit_log("g1")
+    assert stored == [accepted, refused]
+    assert [repr(row.time) for row in (accepted, refused, *stored)] == ["0.0"] * 4
+    assert repr((await store.get_game("g1")).last_active_at) == "0.0"
+    await new_game(store, "g2", created_at=-0.0)
+    record = await store.get_game("g2")
+    assert (repr(record.created_at), repr(record.last_active_at)) == ("0.0", "0.0")
 
 
 async def test_record_refusal_extends_the_chain(store: GameStore) -> None:

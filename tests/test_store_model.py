@@ -27,7 +27,7 @@ reports, and the model takes it.
 
 Values stay inside what the service stores: no U+0000 in text columns (PostgreSQL text cannot
 hold it; the service refuses it in game and request ids), JSON of strings, booleans, null and
-integers within 2**53, and times that are clock readings (never negative).
+integers within 2**53, and times that are clock readings (never negative, but -0.0).
 
 ``sqlite`` uses a fresh file per example; ``postgres`` a fresh schema per example in the test
 database (``PINOCHLE_REFEREE_TEST_POSTGRES``, see ``tests/test_store.py``), dropped after it.
@@ -119,10 +119,12 @@ json_scalars = (
 json_values = json_scalars | st.lists(json_scalars, max_size=2)
 json_objects = st.dictionaries(st.text(max_size=4), json_values, max_size=3)
 # Clock readings: seconds since 1970, plus tiny and huge ones whose repr has an exponent
-# (the canonical JSON's fast path and its fallback). Never negative, so never -0.0 (which
-# SQLite's REAL column gives back as 0.0: the row would no longer match its hash).
-times = st.floats(min_value=1_600_000_000.0, max_value=2_000_000_000.0) | st.floats(
-    min_value=0.0, max_value=1e18, allow_nan=False, allow_infinity=False
+# (the canonical JSON's fast path and its fallback), and -0.0, which every store keeps as 0.0
+# (SQLite cannot keep its sign; the audit hash covers the time).
+times = (
+    st.floats(min_value=1_600_000_000.0, max_value=2_000_000_000.0)
+    | st.floats(min_value=0.0, max_value=1e18, allow_nan=False, allow_infinity=False)
+    | st.just(-0.0)
 )
 seats = st.none() | st.integers(min_value=0, max_value=3)
 
@@ -221,7 +223,12 @@ class ModelGame:
     def chain(self, draft: AuditRow) -> AuditRow:
         """``draft`` appended to this game's audit log: seq, link and hash."""
         previous = self.audit[-1].hash if self.audit else ZERO_HASH
-        row = draft._replace(seq=len(self.audit) + 1, previous_hash=previous, hash="")
+        row = draft._replace(
+            seq=len(self.audit) + 1,
+            time=0.0 if draft.time == 0 else draft.time,  # -0.0 is stored as 0.0
+            previous_hash=previous,
+            hash="",
+        )
         return row._replace(hash=chain_hash(row))
 
 

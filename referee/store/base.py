@@ -138,7 +138,7 @@ class AuditRow(NamedTuple):
     """One request in the audit log. ``hash`` chains it to the row before (A.10, issue 4)."""
 
     seq: int
-    time: float
+    time: float  # seconds since 1970; -0.0 is stored as 0.0 (hashed as stored, on every store)
     role: str  # "seat" | "spectator" | "adjudicator" | "anonymous"
     seat: int | None
     rpc: str

@@ -83,6 +83,7 @@ from referee.store.sqlite import (
     _log_params,
     _log_row,
     _numbered_log,
+    _stored_time,
     _verify_chain,
 )
 
@@ -599,7 +600,7 @@ class PostgresStore:
     # -- writes -----------------------------------------------------------------------------
 
     async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
-        params = (*_game_params(game), bool(game.over), GENESIS_HASH, float(game.created_at))
+        params = (*_game_params(game), bool(game.over), GENESIS_HASH, _stored_time(game.created_at))
         rows = _numbered_log(game.game_id, 1, _log_params(first_rows))
 
         async def work(conn: Connection) -> None:

@@ -198,6 +198,16 @@ def _dumps(value: object) -> str:
     return compact_json(value)
 
 
+def _stored_time(value: float) -> float:
+    """A time (seconds since 1970) as both stores keep it: a float, with -0.0 made 0.0 (and
+    every other value unchanged). SQLite stores a REAL with no fraction as an integer, which has
+    no sign, and gives -0.0 back as 0.0, while PostgreSQL keeps it; and an audit row's hash
+    covers its time, which canonical JSON writes "-0.0" or "0.0". Hashed as -0.0, the row
+    failed verification on SQLite. Rows PostgreSQL already holds with -0.0 still verify (their
+    hash covers what they hold)."""
+    return float(value) + 0.0  # -0.0 + 0.0 is 0.0
+
+
 def _dumps_or_none(value: object | None) -> str | None:
     return None if value is None else _dumps(value)
 
@@ -208,8 +218,9 @@ def _loads_or_none(text: str | None) -> Any:
 
 class _AuditDraft:
     """An audit row normalised to exactly what the database gives back (JSON round-tripped,
-    ``time`` a float), so the hash computed before the insert is the hash recomputed later.
-    Both stores use it; the hot path builds one ``AuditRow`` per request, in ``chained``."""
+    ``time`` as ``_stored_time`` makes it), so the hash computed before the insert is the hash
+    recomputed later. Both stores use it; the hot path builds one ``AuditRow`` per request, in
+    ``chained``."""
 
     __slots__ = ("action_json", "public_action_json", "row")
 
@@ -227,7 +238,7 @@ class _AuditDraft:
         draft = self.row
         row = AuditRow(
             seq,
-            float(draft.time),
+            _stored_time(draft.time),
             draft.role,
             None if draft.seat is None else int(draft.seat),
             draft.rpc,
@@ -263,7 +274,7 @@ def _game_params(game: GameRecord) -> tuple[object, ...]:
         game.spectator_token_hash,
         game.adjudicator_token_hash,
         _dumps(list(game.players)),
-        float(game.created_at),
+        _stored_time(game.created_at),
         game.version,
     )
 
@@ -713,7 +724,7 @@ class SqliteStore:
                 conn.execute(
                     f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head, log_seq,"
                     f" last_active_at) VALUES (?{', ?' * 11}, 0, ?, ?, ?)",
-                    (*params, GENESIS_HASH, len(log), float(game.created_at)),
+                    (*params, GENESIS_HASH, len(log), _stored_time(game.created_at)),
                 )
             except sqlite3.IntegrityError as exc:
                 if _game_exists(conn, game.game_id):
