@@ -104,7 +104,14 @@ async def test_each_seat_acts_for_itself_and_only_on_its_turn(srv: Served) -> No
         assert result["version"] == version + 1
         made = [e for e in result["events"] if e["kind"] == "call"]
         assert made == [
-            {"seq": made[0]["seq"], "version": version + 1, "kind": "call", "seat": turn} | call
+            {
+                "seq": made[0]["seq"],
+                "version": version + 1,
+                "kind": "call",
+                "audience": "everyone",
+                "seat": turn,
+            }
+            | call
         ]
         acted.append(turn)
     view = await table.adj.view()
