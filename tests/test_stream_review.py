@@ -383,6 +383,46 @@ async def test_a_watcher_reading_the_log_while_the_game_moves_on_misses_nothing(
         everything.task.cancel()
 
 
+async def test_a_watcher_behind_memory_catches_up_from_one_read_while_the_game_moves_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was a bug: a read of the log covered only the events that had left memory before it
+    began, so each action committed while it was read dropped another event the watcher had
+    not had out of memory, and the next pass read the game's whole log again for it. While the
+    game kept moving (bots act in milliseconds; a long game's log takes longer to read) the
+    watcher never got back to memory: one read of the whole log per action, per watcher, until
+    the game paused. The read covers every event this replica has that it found, so one is
+    enough when fewer than ``--events-in-memory`` events come while it is read."""
+    async with serving(tmp_path, events_in_memory=16) as srv:
+        table = await new_table(srv.client, "partnership", seed="log-loop")
+        everything = Collector(table.adj)
+        rng = random.Random(11)
+        for _ in range(40):
+            await step_once(table, rng)
+        live = srv.running.games.games[table.game_id]
+        await everything.wait_for_count(live.event_count)
+        resume_after = live.event_count - 30  # in the window, out of memory
+        store = srv.running.store
+        load_log = store.load_log
+        reads = 0
+
+        async def moving_on(game_id: str, after_seq: int = 0) -> list[Any]:
+            nonlocal reads
+            rows = await load_log(game_id, after_seq)
+            reads += 1
+            if reads <= 20:  # one action commits while each read is in flight
+                await step_once(table, rng)
+            return rows
+
+        monkeypatch.setattr(store, "load_log", moving_on)
+        got = await until_idle(table.adj.watch(0, after_seq=resume_after))
+        monkeypatch.undo()
+        await everything.wait_for_count(live.event_count)
+        assert [i.get("event") for i in got] == everything.events[resume_after:]
+        assert reads == 1
+        everything.task.cancel()
+
+
 async def test_no_snapshot_when_every_event_after_from_version_is_still_kept(srv: Served) -> None:
     """Minor: the events after from_version are all in the window (it starts exactly at the next
     version), so by the proto ("older than the server keeps events") no snapshot is due; the

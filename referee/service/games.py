@@ -1115,14 +1115,15 @@ class GameManager:
             # than the watch window, when a snapshot stands for everything up to now.
             if first_kept > sent + 1 and live.dropped_version > after:
                 resumable_from = live.event_count - self.watch_window + 1
-                older = None
+                read: tuple[list[Mapping[str, object]], int] | None = None
                 if after >= 0 or sent + 1 >= resumable_from:  # else a snapshot is due: no read
-                    older = await self._events_left_memory(live, sent, after, first_kept)
-                if older is not None and (not older or _seq(older[0]) >= resumable_from):
+                    read = await self._events_left_memory(live, sent, after)
+                if read is not None and (not read[0] or _seq(read[0][0]) >= resumable_from):
+                    older, through = read
                     for stored in older:
                         if self.visible(caller, stored):
                             yield pb.WatchGameResponse(event=stored_event_to_proto(stored))
-                    sent = first_kept - 1  # every event before first_kept was in the read
+                    sent = through  # every event up to it was in the read
                     continue  # memory may have moved on meanwhile: look again
                 # The events the snapshot stands for are those up to now, not up to when the
                 # client has taken it: the yield waits for that, and actions committed
@@ -1165,24 +1166,32 @@ class GameManager:
                 )
 
     async def _events_left_memory(
-        self, live: LiveGame, sent: int, after: int, before: int
-    ) -> list[Mapping[str, object]]:
-        """The game's events with seq after ``sent`` and before ``before`` (the first event
-        still in memory) and version after ``after``, read from the store's log, which keeps
-        every event as committed (seq and version inside).
+        self, live: LiveGame, sent: int, after: int
+    ) -> tuple[list[Mapping[str, object]], int]:
+        """The game's events with seq after ``sent`` and version after ``after``, read from the
+        store's log, which keeps every event as committed (seq and version inside); and the
+        seq ``through`` which the read covers: the events after ``sent`` up to it, the caller's
+        or not, are all in the list or not wanted.
 
         Memory keeps only the last ``events_in_memory`` events of a game (a long game's memory
         was mostly its events: bench/game_memory.py); a watcher behind them, within the watch
         window, gets the events it missed from the log, exactly as if they had been kept.
-        Every event before ``before`` is durable, so the read has them all.
+
+        The read covers every event this replica had when it returned and the log held when
+        it was read, not only those that had left memory before it began: actions committed
+        while the log is read push more events out of memory, and a watcher that read only up
+        to where memory began read the whole log again for them, then again for those committed
+        during that read, never catching up while the game kept moving. Events the log holds
+        beyond this replica's (another replica's commits not folded in yet) are left to memory,
+        so the stream never runs ahead of this replica's copy of the game.
         """
         rows = await self.store.load_log(live.record.game_id)
-        return [
-            event
-            for row in rows
-            for event in row.events
-            if sent < _seq(event) < before and _version(event) > after
-        ]
+        logged = [event for row in rows for event in row.events]
+        # No await from here on: ``event_count`` is what this replica has now. Every event it
+        # has was durable before it was kept, so the read has those before the read began.
+        through = max(sent, min(live.event_count, _seq(logged[-1]) if logged else sent))
+        older = [e for e in logged if sent < _seq(e) <= through and _version(e) > after]
+        return older, through
 
     def stop_watching(self) -> None:
         """The server is shutting down: end every WatchGame stream now, resumable.
