@@ -527,6 +527,72 @@ async def test_a_watcher_on_another_replica(tmp_path: Path, backend: str) -> Non
             ]
 
 
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+async def test_a_watcher_reading_the_log_on_a_replica_behind_it_stays_with_the_replica(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    """Pinned: a watcher on replica B behind B's memory reads the log while it holds actions
+    committed on A that B has not folded in yet. It gets the events B has, no further (its
+    stream never runs ahead of B's copy of the game), then A's from B's memory once B folds
+    them in: every event once, in order, as A's own watcher gets them."""
+    with postgres_schema("stream_review") as schema:
+        async with (
+            serving(tmp_path / "a", db=POSTGRES_URL, db_schema=schema) as a,
+            serving(tmp_path / "b", db=POSTGRES_URL, db_schema=schema, events_in_memory=4) as b,
+        ):
+            on_a = await new_table(a.client, "partnership", seed="replica-log")
+            everything = Collector(on_a.adj)
+            rng = random.Random(4)
+            for _ in range(30):
+                await step_once(on_a, rng)
+            on_b = b.client.session(on_a.game_id, on_a.adjudicator_token)
+            await on_b.view()  # B holds the game, caught up
+            games_b = b.running.games
+            live_b = games_b.games[on_a.game_id]
+            held = live_b.event_count
+            gate = asyncio.Event()
+            fold_in = games_b._fold_in
+
+            async def gated(live: Any, log: Any) -> None:
+                await gate.wait()
+                await fold_in(live, log)
+
+            monkeypatch.setattr(games_b, "_fold_in", gated)
+            load_log = b.running.store.load_log
+            reads = 0
+
+            async def after_a_moves_on(game_id: str, after_seq: int = 0) -> list[Any]:
+                nonlocal reads
+                reads += after_seq == 0
+                if reads == 1 and after_seq == 0:  # the watcher's: A commits, B not told
+                    for _ in range(5):
+                        await step_once(on_a, rng)
+                return await load_log(game_id, after_seq)
+
+            monkeypatch.setattr(b.running.store, "load_log", after_a_moves_on)
+            watcher = Collector.__new__(Collector)
+            watcher.items = []
+
+            async def run() -> None:
+                async for item in on_b.watch(0, after_seq=held - 20):
+                    watcher.items.append(item)
+
+            watcher.task = asyncio.ensure_future(run())
+            await watcher.wait_for_count(20)
+            await asyncio.sleep(0.2)
+            assert live_b.event_count == held  # B has not folded A's actions in
+            assert seqs(watcher.items) == list(range(held - 19, held + 1))  # none beyond B's
+            gate.set()
+            total = a.running.games.games[on_a.game_id].event_count
+            assert total > held
+            await everything.wait_for_count(total)
+            await watcher.wait_for_count(total - (held - 20))
+            await asyncio.sleep(0.1)
+            assert watcher.events == everything.events[held - 20 :]
+            watcher.task.cancel()
+            everything.task.cancel()
+
+
 # ----------------------------------------------------------------------------------------------
 # GetAuditLog
 
