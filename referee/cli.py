@@ -273,8 +273,9 @@ async def _export(game_id: str, db: str, schema: str = "") -> int:
     from referee.store.base import StoreError  # noqa: PLC0415
 
     # Neither created nor migrated: a mistyped path or --db-schema would get an empty database,
-    # and a database taken back with downgrade would be moved forward again.
-    store = open_store(db, schema, create=False)
+    # and a database taken back with downgrade would be moved forward again. Not serving: an
+    # export reads beside the server (a SQLite file's serving lock is the server's alone).
+    store = open_store(db, schema, create=False, serving=False)
     try:
         await store.open()
         games = GameManager(store)

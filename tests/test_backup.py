@@ -10,16 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import os
 import random
 import sqlite3
 from pathlib import Path
 
 import pytest
+from pinochle_client import RefereeClient
 
 from referee import cli
 from referee.audit import audit_record
-from tests.service_helpers import SHORT_GAME, Table, new_table, play, play_step, serving
+from tests.service_helpers import (
+    SHORT_GAME,
+    Table,
+    free_port,
+    new_table,
+    play,
+    play_step,
+    serving,
+)
+from tests.test_service_crash import running
 
 
 def _backup(
@@ -81,6 +92,27 @@ async def test_a_backup_under_load_holds_every_action_acknowledged_before_it(
             final = await again.adj.view()
             verdict = audit_record(await again.seats[0].export())
             assert final["over"] and verdict["legal"] and verdict["finished"], verdict
+
+
+async def test_backup_and_export_work_while_another_process_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server holds its database's serving lock (one server per file); ``backup`` and
+    ``export`` take none, so both read a database another process serves, which serves on."""
+    db, copy = tmp_path / "referee.db", tmp_path / "copy.db"
+    with running(db, free_port(), tmp_path / "server.log") as server:
+        await server.wait_serving()
+        async with RefereeClient(server.address) as client:
+            table = await new_table(client, "partnership", seed="b")
+            await play(table, random.Random(4), hands=1)
+            capsys.readouterr()
+            code, text = await asyncio.to_thread(_backup, capsys, db, copy)
+            assert code == 0 and "1 game (1 in progress)" in text, text
+            code = await asyncio.to_thread(cli.main, ["export", table.game_id, "--db", str(db)])
+            captured = capsys.readouterr()
+            assert code == 0, captured.err
+            assert audit_record(json.loads(captured.out))["legal"]
+            await play(table, random.Random(5), hands=1)  # served on
 
 
 async def test_a_backup_of_a_tampered_database_is_kept_and_says_what_failed(

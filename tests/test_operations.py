@@ -13,6 +13,7 @@ import os
 import random
 import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -344,7 +345,7 @@ def test_a_malformed_number_in_the_environment_is_refused_like_a_flag(
     assert cli.main(["verify-deal", "00", "00", "{}"]) == 2  # other commands do not read it
 
 
-def _serve_process(db: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+def _serve_process(db: Path, *flags: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """``pinochle-referee serve`` that is expected to stop by itself (it cannot start)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
     return subprocess.run(
@@ -361,7 +362,7 @@ def _serve_process(db: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
         env=env,
     )
@@ -420,6 +421,40 @@ async def test_a_second_server_on_a_taken_port_does_not_start(tmp_path: Path) ->
         assert f"cannot listen on 127.0.0.1:{srv.running.port}" in _start_failed(completed)
         assert not second.exists()
         await new_table(srv.client, "partnership", seed="still-served")
+
+
+async def test_a_second_server_on_one_sqlite_file_does_not_start(tmp_path: Path) -> None:
+    """Two servers on one SQLite file both served: SQLite announces no changes, so each kept
+    its own games in memory, refusing the other's actions (ABORTED) from then on, and neither's
+    watchers saw the other's. The second now stops at once (exit 1, one ``start_failed`` line
+    naming the database and the process serving it); the first serves on, and once it has
+    stopped a new server starts on the file."""
+    db = tmp_path / "referee.db"
+    port = free_port()
+    with running(db, port, tmp_path / "first.log") as first:
+        await first.wait_serving()
+        async with RefereeClient(first.address) as client:
+            table = await new_table(client, "partnership", SHORT_GAME["partnership"], seed="one")
+            await play(table, random.Random(1), hands=1)
+            try:
+                completed = await asyncio.to_thread(
+                    _serve_process, db, "--port", "0", "--metrics-port", "0", timeout=30
+                )
+            except subprocess.TimeoutExpired:
+                pytest.fail("a second server on the same SQLite file went on serving")
+            assert _start_failed(completed).startswith(
+                f"another process (pid {first.process.pid} on {socket.gethostname()}) serves"
+                f" {db}: a SQLite database is served by one server at a time"
+            )
+            assert completed.stderr.count("\n") == 1, completed.stderr  # that line alone
+            await play(table, random.Random(2), hands=1)  # the first serves on
+            version = (await table.adj.view())["version"]
+        first.process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(first.process.wait, 15) == 0
+    with running(db, port, tmp_path / "again.log") as again:
+        await again.wait_serving()
+        async with RefereeClient(again.address) as client:
+            assert (await table.through(client).adj.view())["version"] == version
 
 
 def test_a_taken_metrics_port_stops_serve_before_its_database_is_made(tmp_path: Path) -> None:

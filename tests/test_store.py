@@ -70,6 +70,10 @@ class Backend:
     name: str
     make: Callable[[], GameStore]  # a new, unopened store on this test's database
     sql: Callable[[str, Sequence[object]], Awaitable[None]]  # run one statement and commit
+    # Another store on the same database, to open while one from ``make`` is open: another
+    # replica (PostgreSQL), or one standing for another process on the file, which a SQLite
+    # store's serving lock would otherwise refuse (SQLite).
+    beside: Callable[[], GameStore]
 
 
 @contextlib.contextmanager
@@ -87,7 +91,9 @@ def sqlite_backend(tmp_path: Path) -> Iterator[Backend]:
 
         await asyncio.to_thread(run)
 
-    yield Backend("sqlite", lambda: SqliteStore(path), sql)
+    yield Backend(
+        "sqlite", lambda: SqliteStore(path), sql, lambda: SqliteStore(path, serving=False)
+    )
 
 
 # -- PostgreSQL -------------------------------------------------------------------------------
@@ -149,11 +155,11 @@ async def postgres_sql(schema: str, statement: str, params: Sequence[object] = (
 @contextlib.contextmanager
 def postgres_backend(tmp_path: Path) -> Iterator[Backend]:
     with postgres_schema() as schema:
-        yield Backend(
-            "postgres",
-            lambda: PostgresStore(POSTGRES_URL, schema=schema),
-            functools.partial(postgres_sql, schema),
-        )
+
+        def make() -> GameStore:
+            return PostgresStore(POSTGRES_URL, schema=schema)
+
+        yield Backend("postgres", make, functools.partial(postgres_sql, schema), make)
 
 
 BACKENDS: dict[str, Callable[[Path], contextlib.AbstractContextManager[Backend]]] = {
@@ -713,7 +719,7 @@ async def test_many_concurrent_games_are_all_durable(backend: Backend) -> None:
 
     # A second store on the same database sees every acknowledged commit, before and after
     # the first one closes.
-    second = backend.make()
+    second = backend.beside()
     await second.open()
     try:
         for check in (second, first):
@@ -858,7 +864,7 @@ async def test_a_cancelled_caller_does_not_withdraw_its_write(store: GameStore) 
 
 
 async def test_two_stores_open_at_once(backend: Backend) -> None:
-    one, two = backend.make(), backend.make()
+    one, two = backend.make(), backend.beside()
     await one.open()
     await two.open()
     try:
@@ -894,6 +900,77 @@ async def test_sqlite_pragmas_and_schema_version(tmp_path: Path) -> None:
         assert {"games", "log", "requests", "audit"} <= tables
     finally:
         conn.close()
+
+
+def _posix_locks_on(path: Path) -> list[str]:
+    """The POSIX (``fcntl``) locks this process holds on ``path``, as ``/proc/locks`` lists
+    them (SQLite's own locks: in WAL mode a connection holds a read lock on the file)."""
+    inode = path.stat().st_ino
+    found = []
+    with open("/proc/locks", encoding="ascii") as table:
+        for line in table:
+            fields = line.split()
+            if fields[1] != "POSIX":  # a flock, or "->" (a request waiting for a lock)
+                continue
+            if fields[4] == str(os.getpid()) and fields[5].endswith(f":{inode}"):
+                found.append(f"{fields[1]} {fields[3]}")
+    return sorted(found)
+
+
+async def test_sqlite_a_file_is_served_by_one_store_at_a_time(tmp_path: Path) -> None:
+    """Two servers on one file each kept their own games in memory, refusing each other's
+    actions and blind to them. A second serving store is refused, naming the file; a store
+    that does not serve (export, a test standing for another process) opens beside it; once
+    the first closes, a new one serves. The serving lock lives in a file of its own, beside
+    the database (a symbolic link to the database shares it)."""
+    path = tmp_path / "referee.db"
+    first = SqliteStore(path)
+    await first.open()
+    try:
+        await new_game(first)
+        for name in (path, tmp_path / "link.db"):
+            if name != path:
+                name.symlink_to(path)
+            with pytest.raises(StoreError) as refused:
+                await SqliteStore(name).open()
+            assert str(refused.value) == (
+                f"another store of this process serves {name}: a SQLite database is served"
+                " by one server at a time (stop that one first, or give this one another --db)"
+            )
+        beside = SqliteStore(path, serving=False)
+        await beside.open()
+        assert await beside.list_games() == ["g1"]
+        await beside.close()
+        await first.commit(make_commit("g1", 0))  # the first store is not disturbed
+    finally:
+        await first.close()
+    assert sqlite_store.serving_lock_path(path) == tmp_path / "referee.db-serving"
+    again = SqliteStore(path)
+    await again.open()
+    try:
+        assert (await again.get_game("g1")).version == 1
+    finally:
+        await again.close()
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="needs Linux's /proc/locks")
+async def test_sqlite_a_refused_store_leaves_the_servers_sqlite_locks(tmp_path: Path) -> None:
+    """Why the serving lock is not a ``flock`` on the database itself: the refused store closes
+    the descriptor it tried, and closing any descriptor of a file drops every POSIX lock the
+    process holds on it, SQLite's among them (its WAL read lock, by which the last connection
+    to close knows it is the last and may checkpoint and delete the WAL)."""
+    path = tmp_path / "referee.db"
+    first = SqliteStore(path)
+    await first.open()
+    try:
+        await first.list_games()  # a reader connection too
+        held = _posix_locks_on(path)
+        assert held, "SQLite holds no lock on the file in WAL mode? (the test needs one)"
+        with pytest.raises(StoreError, match="serves"):
+            await SqliteStore(path).open()
+        assert _posix_locks_on(path) == held
+    finally:
+        await first.close()
 
 
 async def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:

@@ -309,19 +309,21 @@ class Model:
 # -- backends ----------------------------------------------------------------------------------
 
 # A backend gets an exit stack for what it sets up and returns a maker of unopened stores on
-# one fresh database (every store made shares it, so the machine can reopen it).
-Backend = Callable[[contextlib.ExitStack], Callable[[], GameStore]]
+# one fresh database (every store made shares it, so the machine can reopen it). With
+# ``rival=True`` the store is one to open beside the machine's own: another replica, or for
+# SQLite one standing for another process, without the serving lock the machine's store holds.
+Backend = Callable[[contextlib.ExitStack], Callable[..., GameStore]]
 
 
-def sqlite_backend(stack: contextlib.ExitStack) -> Callable[[], GameStore]:
+def sqlite_backend(stack: contextlib.ExitStack) -> Callable[..., GameStore]:
     directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="store-model-"))
     path = Path(directory) / "referee.sqlite3"
-    return lambda: SqliteStore(path)
+    return lambda rival=False: SqliteStore(path, serving=not rival)
 
 
-def postgres_backend(stack: contextlib.ExitStack) -> Callable[[], GameStore]:
+def postgres_backend(stack: contextlib.ExitStack) -> Callable[..., GameStore]:
     schema = stack.enter_context(postgres_schema("test_store_model"))
-    return lambda: PostgresStore(POSTGRES_URL, schema=schema, max_size=8)
+    return lambda rival=False: PostgresStore(POSTGRES_URL, schema=schema, max_size=8)
 
 
 BACKENDS: dict[str, Backend] = {"sqlite": sqlite_backend, "postgres": postgres_backend}
@@ -624,7 +626,7 @@ class StoreMachine(RuleBasedStateMachine):
     def rival_store(self) -> GameStore:
         """A second store on the same database, open until teardown (another replica)."""
         if self.rival is None:
-            rival = self.make()
+            rival = self.make(rival=True)
             self.run(rival.open())
             self.rival = rival
         return self.rival

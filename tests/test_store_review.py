@@ -235,7 +235,7 @@ async def test_a_retry_racing_its_original_on_another_replica_gets_the_stored_re
     ABORTED, although its request *was* applied: the client is told its bid failed. The retry of
     an applied request_id must get the stored response (issue 4)."""
     path = tmp_path / "replicas.db"
-    one, two = SqliteStore(path), SqliteStore(path)
+    one, two = SqliteStore(path), SqliteStore(path, serving=False)  # two replicas' stores
     await one.open()
     await two.open()
     try:

@@ -68,16 +68,18 @@ def _grpc_int(value: int) -> int:
     return min(value, 2**31 - 1)
 
 
-def open_store(db: str, schema: str = "", create: bool = True) -> GameStore:
+def open_store(db: str, schema: str = "", create: bool = True, serving: bool = True) -> GameStore:
     """The store ``db`` names: a PostgreSQL URL, or else a SQLite file. ``create=False``: one
-    that exists already at this code's schema, left as it is (``export``)."""
+    that exists already at this code's schema, left as it is (``export``). ``serving=False``:
+    one that only reads beside the servers, holding no serving lock (``export``): a SQLite file
+    is served by one server at a time, and ``downgrade`` refuses while a server serves."""
     if is_postgres_url(db):
         from referee.store.postgres import PostgresStore  # noqa: PLC0415
 
         return PostgresStore(db, schema=schema or None, create=create)
     from referee.store.sqlite import SqliteStore  # noqa: PLC0415
 
-    return SqliteStore(db, create=create)
+    return SqliteStore(db, create=create, serving=serving)
 
 
 class StartError(Exception):

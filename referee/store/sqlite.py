@@ -37,14 +37,33 @@ Schema
     ``(game_id, request_id)``. JSON columns hold compact JSON text. The schema version is
     ``PRAGMA user_version``; :data:`MIGRATIONS` lists the steps from each version to the next and
     ``open()`` applies the missing ones in one transaction.
+
+One server per file
+    A serving store holds an exclusive ``flock`` on the file beside the database named by
+    :func:`serving_lock_path` for as long as it is open, and refuses to open while another
+    process holds it. SQLite announces no changes: two servers on one file would each keep
+    their own games in memory, the version check refusing one's actions on the other and
+    neither's watchers seeing the other's actions, a service split in two without a word.
+    ``backup`` and ``export`` (``serving=False``) take none and work beside a server. The kernel
+    drops the lock when its holder's process ends, however it ends, so no stale lock is left.
+
+    Why a file of its own and not a ``flock`` on the database: the lock's descriptor must be
+    closed some day (when the store closes, or at once when it is refused), and closing *any*
+    descriptor of a file drops every POSIX lock the process holds on it, SQLite's own among them
+    (its WAL read lock on the database file: measured, ``/proc/locks``). A second store refused
+    in a process that has the database open (a test, a tool) would silently unlock the first.
+    ``flock`` itself does not disturb SQLite's ``fcntl`` locks (on Linux the two are
+    independent), but only a separate file keeps the close harmless.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
+import socket
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
@@ -188,6 +207,77 @@ _AUDIT_COLUMNS = (
     "seq, time, role, seat, rpc, action, public_action, outcome, code, request_id, version,"
     " previous_hash, hash"
 )
+
+
+SERVING_LOCK_SUFFIX = "-serving"
+
+
+def serving_lock_path(path: str | Path) -> Path:
+    """The file whose ``flock`` a server of the database at ``path`` holds: the database's
+    real path (symbolic links followed, so two names of one file share one lock) with
+    :data:`SERVING_LOCK_SUFFIX`, as SQLite names its ``-wal`` and ``-shm``. It is never deleted:
+    a server that opened it just before it was deleted would hold a lock nobody else sees."""
+    real = Path(os.path.realpath(path))
+    return real.with_name(real.name + SERVING_LOCK_SUFFIX)
+
+
+def _take_serving_lock(path: Path, purpose: str) -> int:
+    """Take the serving lock of the database at ``path`` (exclusive, without waiting) for
+    ``purpose`` ("serve" or "downgrade"); the descriptor that holds it (``os.close`` releases it).
+
+    The holder writes its pid, host and purpose into the file, so that a process refused can
+    name it: the lock is the kernel's, the text only a note (stale once its writer is gone,
+    which is harmless: it is read only while the lock is held)."""
+    lock_path = serving_lock_path(path)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open {path}: cannot open its lock file {lock_path}: {exc}"
+        ) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(fd)
+        os.close(fd)
+        raise StoreError(_held_message(path, purpose, holder)) from None
+    except OSError as exc:  # a file system without locks (ENOLCK)
+        os.close(fd)
+        raise StoreError(f"cannot open {path}: cannot lock {lock_path}: {exc}") from exc
+    with contextlib.suppress(OSError):  # the note is for people; the lock stands without it
+        note = f"{os.getpid()} {socket.gethostname()} {purpose}\n".encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, note, 0)
+    return fd
+
+
+def _lock_holder(fd: int) -> tuple[str, str]:
+    """Who holds the lock, as the note its holder wrote says ("another process (pid N on
+    HOST)"), and for what ("serve" or "downgrade")."""
+    try:
+        words = os.pread(fd, 512, 0).decode("utf-8", "replace").split()
+    except OSError:
+        words = []
+    if len(words) != 3:  # not written yet, or not by this code
+        return "another process", "serve"
+    pid, host, purpose = words
+    if (pid, host) == (str(os.getpid()), socket.gethostname()):
+        return "another store of this process", purpose
+    return f"another process (pid {pid} on {host})", purpose
+
+
+def _held_message(path: Path, purpose: str, holder: tuple[str, str]) -> str:
+    """One line: who holds the lock of the database at ``path``, and what to do."""
+    who, holder_purpose = holder
+    held = f"{who} {'is downgrading' if holder_purpose == 'downgrade' else 'serves'} {path}"
+    if purpose == "downgrade":
+        if holder_purpose == "downgrade":
+            return f"{held}: one downgrade at a time"
+        return f"{path} is still served: {held}; stop every server of it, then downgrade it"
+    return (
+        f"{held}: a SQLite database is served by one server at a time (stop that one first, or"
+        " give this one another --db)"
+    )
 
 
 def _dumps(value: object) -> str:
@@ -456,15 +546,23 @@ class SqliteStore:
         max_batch: int = DEFAULT_MAX_BATCH,
         readers: int = DEFAULT_READERS,
         create: bool = True,
+        serving: bool = True,
     ) -> None:
         """``create=False`` opens only a database already at this code's schema, neither
         creating one nor migrating it (``export``: reading a game must not change the database;
         migrating a database taken back with ``downgrade`` would stop the older release from
-        starting on it again)."""
+        starting on it again).
+
+        ``serving=False`` takes no serving lock (see the module docstring), so the store opens
+        beside a server of the same file: ``export``, and tests and benchmarks that stand for
+        another process on the file. Such a store's writes go unseen by the server's games, so
+        the default is the lock: a store that serves must not be opened twice by mistake."""
         if max_batch < 1 or readers < 1:
             raise ValueError("max_batch and readers must be at least 1")
         self.path = Path(path)
         self.create = create
+        self.serving = serving
+        self._serving_lock: int | None = None  # the descriptor holding the serving lock
         self.max_batch = max_batch
         self._reader_count = readers
         self._lock = threading.Lock()  # guards _reader_conns (reader threads append to it)
@@ -521,6 +619,12 @@ class SqliteStore:
             conn.close()
         self._reader_conns.clear()
         self._writer_conn = None
+        self._release_serving_lock()  # last: another server may start once it is gone
+
+    def _release_serving_lock(self) -> None:
+        fd, self._serving_lock = self._serving_lock, None
+        if fd is not None:
+            os.close(fd)
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -537,8 +641,14 @@ class SqliteStore:
             raise StoreError(f"no database at {self.path}")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        if self.serving:  # before the first connection: nothing is migrated under another server
+            self._serving_lock = _take_serving_lock(self.path, "serve")
+        try:
             conn = self._connect()
         except (OSError, sqlite3.Error) as exc:
+            self._release_serving_lock()
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         try:
             if not self.create:  # before WAL is turned on: a file that is refused is untouched
@@ -554,6 +664,7 @@ class SqliteStore:
             conn.execute("PRAGMA busy_timeout = 0")  # the loop never sleeps in SQLite
         except BaseException as exc:
             conn.close()
+            self._release_serving_lock()
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"cannot open {self.path}: {exc}") from exc
             raise
