@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
+import socket
 import sqlite3
 from pathlib import Path
 
 import pytest
+from pinochle_client import RefereeClient
 
 from referee.cli import main
 from referee.store import postgres as postgres_store
@@ -22,6 +25,8 @@ from referee.store import sqlite as sqlite_store
 from referee.store.base import GameStore, StoreError
 from referee.store.postgres import PostgresStore, describe
 from referee.store.sqlite import SqliteStore
+from tests.service_helpers import free_port
+from tests.test_service_crash import running
 from tests.test_store import (
     POSTGRES_URL,
     commit_many,
@@ -193,6 +198,35 @@ async def test_the_downgrade_command(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert capsys.readouterr().out == f"{path} has schema version {current - 1} already\n"
     assert await _run_main(["downgrade", "--to", str(current), "--db", str(path)]) == 1
     assert "a downgrade goes to an older one" in capsys.readouterr().err
+
+
+async def test_a_sqlite_downgrade_is_refused_while_a_server_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was done under the server, which went on serving a schema it does not know. Refused
+    now (exit 1, one line, the database unchanged) while a server holds the file's serving
+    lock; done once the server has stopped."""
+    path = tmp_path / "referee.db"
+    current = sqlite_store.SCHEMA_VERSION
+    args = ["downgrade", "--to", str(current - 1), "--db", str(path)]
+    with running(path, free_port(), tmp_path / "server.log") as server:
+        await server.wait_serving()
+        capsys.readouterr()
+        assert await _run_main(args) == 1
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == (
+            f"pinochle-referee: {path} is still served: another process (pid"
+            f" {server.process.pid} on {socket.gethostname()}) serves {path}; stop every"
+            " server of it, then downgrade it\n"
+        )
+        assert _sqlite_schema(path)["version"] == current
+        async with RefereeClient(server.address) as client:  # it serves on
+            await client.create_game("partnership", seed="still-served")
+        server.process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(server.process.wait, 15) == 0
+    assert await _run_main(args) == 0
+    assert _sqlite_schema(path)["version"] == current - 1
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------

@@ -44,14 +44,16 @@ One server per file
     process holds it. SQLite announces no changes: two servers on one file would each keep
     their own games in memory, the version check refusing one's actions on the other and
     neither's watchers seeing the other's actions, a service split in two without a word.
-    ``backup`` and ``export`` (``serving=False``) take none and work beside a server. The kernel
-    drops the lock when its holder's process ends, however it ends, so no stale lock is left.
+    ``downgrade`` takes the same lock, so it refuses while a server serves the file; ``backup``
+    and ``export`` (``serving=False``) take none and work beside a server. The kernel drops the
+    lock when its holder's process ends, however it ends, so no stale lock is left.
 
     Why a file of its own and not a ``flock`` on the database: the lock's descriptor must be
     closed some day (when the store closes, or at once when it is refused), and closing *any*
     descriptor of a file drops every POSIX lock the process holds on it, SQLite's own among them
     (its WAL read lock on the database file: measured, ``/proc/locks``). A second store refused
-    in a process that has the database open (a test, a tool) would silently unlock the first.
+    in a process that has the database open (a test, a tool, ``downgrade`` beside a store)
+    would silently unlock the first.
     ``flock`` itself does not disturb SQLite's ``fcntl`` locks (on Linux the two are
     independent), but only a separate file keeps the close harmless.
 """
@@ -1127,16 +1129,29 @@ class BackupReport:
 
 def downgrade(path: str | Path, version: int) -> int:
     """Take the database at ``path`` back to schema ``version`` (1 or more) in one
-    transaction; return the schema it had. Stop the servers using it first.
+    transaction; return the schema it had. Refused while a server serves it.
 
     An older release refuses a newer schema ("has schema version 4; this code knows 3"), so
     rolling a release back needs this, run with the newer release, which knows how to undo its
     own migrations. Starting the newer release again migrates the database forward, as on its
     first start.
+
+    It holds the serving lock (without waiting for it) while it works: a server still running
+    would go on serving a schema it does not know (its statements naming columns that are gone)
+    and would not notice, so the downgrade refuses instead; and a server starting meanwhile is
+    refused rather than migrating the database forward under it.
     """
     path = Path(path)
     if not path.is_file():
         raise StoreError(f"no database at {path}")
+    lock = _take_serving_lock(path, "downgrade")
+    try:
+        return _downgrade_unserved(path, version)
+    finally:
+        os.close(lock)
+
+
+def _downgrade_unserved(path: Path, version: int) -> int:
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
