@@ -26,6 +26,7 @@ from referee.store.base import GameStore, StoreError
 from referee.store.postgres import PostgresStore, describe
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import free_port
+from tests.test_replicas import replica
 from tests.test_service_crash import running
 from tests.test_store import (
     POSTGRES_URL,
@@ -324,6 +325,77 @@ async def test_the_downgrade_command_on_postgres(
         )
         versions = await pg_rows(schema, "SELECT version FROM schema_migrations ORDER BY 1")
         assert versions == [(1,), (2,)]
+
+
+def _still_served(schema: str, sessions: int) -> re.Pattern[str]:
+    """The one line ``downgrade`` prints when ``sessions`` replicas serve ``schema``."""
+    pids = r"\d+" + r", \d+" * (sessions - 1)
+    held = "1 session holds" if sessions == 1 else f"{sessions} sessions hold"
+    plural = "s" if sessions != 1 else ""
+    return re.compile(
+        re.escape(
+            f"pinochle-referee: {describe(POSTGRES_URL)} schema {schema!r} is still served:"
+            f" {held} its serving lock (backend pid{plural} "
+        )
+        + pids
+        + re.escape("); stop every server of it, then downgrade it\n")
+    )
+
+
+@pytest.mark.parametrize("database", [pytest.param("postgres", marks=postgres_marks())])
+async def test_a_postgres_downgrade_is_refused_while_a_replica_serves(
+    database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was done under running replicas, which went on serving a schema they do not know. Each
+    replica holds the schema's serving lock shared; the downgrade refuses (exit 1, one line,
+    nothing changed) while any does, and is done once every replica has stopped."""
+    current = postgres_store.SCHEMA_VERSION
+    with postgres_schema() as schema:
+        args = ["downgrade", "--to", str(current - 1), "--db", POSTGRES_URL, "--db-schema", schema]
+        with replica("a", schema, tmp_path) as a, replica("b", schema, tmp_path) as b:
+            capsys.readouterr()
+            assert await _run_main(args) == 1
+            captured = capsys.readouterr()
+            assert captured.out == "" and _still_served(schema, 2).fullmatch(captured.err), (
+                captured.err
+            )
+            versions = await pg_rows(schema, "SELECT version FROM schema_migrations")
+            assert len(versions) == current
+            async with RefereeClient(a.address) as client:  # it serves on
+                await client.create_game("partnership", seed="still-served")
+            a.process.terminate()
+            assert await asyncio.to_thread(a.process.wait, 15) == 0
+            assert await _run_main(args) == 1  # b still serves
+            assert _still_served(schema, 1).fullmatch(capsys.readouterr().err)
+            async with RefereeClient(b.address) as client:
+                await client.create_game("partnership", seed="b-serves-on")
+        assert await _run_main(args) == 0
+        versions = await pg_rows(schema, "SELECT version FROM schema_migrations")
+        assert len(versions) == current - 1
+
+
+@pytest.mark.parametrize("database", [pytest.param("postgres", marks=postgres_marks())])
+async def test_a_killed_postgres_replica_no_longer_blocks_a_downgrade(
+    database: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replica that crashes or is SIGKILLed never releases anything itself: its sessions end
+    with its connections, and the serving lock with them."""
+    current = postgres_store.SCHEMA_VERSION
+    with postgres_schema() as schema:
+        args = ["downgrade", "--to", str(current - 1), "--db", POSTGRES_URL, "--db-schema", schema]
+        with replica("killed", schema, tmp_path) as killed:
+            capsys.readouterr()
+            assert await _run_main(args) == 1
+            assert _still_served(schema, 1).fullmatch(capsys.readouterr().err)
+            killed.process.kill()
+            await asyncio.to_thread(killed.process.wait, 15)
+            # PostgreSQL ends the sessions once it sees their connections closed: soon, not
+            # at once.
+            async with asyncio.timeout(30):
+                while await _run_main(args) != 0:
+                    await asyncio.sleep(0.2)
+        versions = await pg_rows(schema, "SELECT version FROM schema_migrations")
+        assert len(versions) == current - 1
 
 
 async def _run_main(args: list[str]) -> int:

@@ -341,7 +341,11 @@ async def test_pooled_connections_killed_by_a_restart_do_not_fail_requests(schem
     the pool hands out its dead connections: each one fails one request with StoreError
     (UNAVAILABLE to the client, commits included) before the pool notices and reconnects."""
     name = _app_name()
-    store = PostgresStore(_named(POSTGRES_URL, name), schema=schema, min_size=3, max_size=3)
+    # Not serving: the pool's connections alone (a serving store also keeps the connection that
+    # holds its serving lock, for its listener).
+    store = PostgresStore(
+        _named(POSTGRES_URL, name), schema=schema, min_size=3, max_size=3, serving=False
+    )
     await store.open()
     try:
         await new_game(store)
@@ -486,7 +490,6 @@ async def test_a_listener_whose_connection_goes_silent_reconnects(
     monkeypatch.setattr(postgres_module, "LISTEN_KEEPALIVE_SECONDS", 0.1)
     monkeypatch.setattr(postgres_module, "LISTEN_KEEPALIVE_TIMEOUT_SECONDS", 0.3)
     store = PostgresStore(POSTGRES_URL, schema=schema)
-    await store.open()
     connect = store._connect
     connections = 0
 
@@ -506,6 +509,8 @@ async def test_a_listener_whose_connection_goes_silent_reconnects(
         return conn
 
     monkeypatch.setattr(store, "_connect", first_goes_silent)
+    # The first listening connection is the one open() makes (it holds the serving lock).
+    await store.open()
     sweeps: asyncio.Queue[str] = asyncio.Queue()
 
     async def collect() -> None:

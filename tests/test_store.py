@@ -1181,6 +1181,55 @@ async def test_postgres_changes_announce_other_stores_commits(postgres_url: str)
             await writer.close()
 
 
+async def _serving_lock_holders(schema: str) -> list[int]:
+    """The backend pids holding ``schema``'s serving lock (shared) in the test database."""
+    rows = await pg_rows(
+        schema,
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ShareLock'"
+        f" AND classid = {postgres_store.SERVING_LOCK} AND objsubid = 2"
+        f" AND objid = (hashtext('{schema}')::bigint & 4294967295)::oid ORDER BY pid",
+    )
+    return [int(pid) for (pid,) in rows]  # type: ignore[call-overload]
+
+
+async def test_postgres_a_serving_store_holds_the_schemas_serving_lock(postgres_url: str) -> None:
+    """From open() to close() a serving store holds its schema's serving lock (shared), which
+    ``downgrade`` must get exclusively: first on the connection open() used, which becomes the
+    listener, then on every connection the listener makes after losing one. A store that does
+    not serve (export's) holds none."""
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        reader = PostgresStore(POSTGRES_URL, schema=schema, serving=False, create=False)
+        await store.open()
+        await reader.open()
+        heard: asyncio.Queue[str] = asyncio.Queue()
+        following: asyncio.Future[None] | None = None
+        try:
+            (opened,) = await _serving_lock_holders(schema)  # before anything listens
+            following = asyncio.ensure_future(_collect(store, heard))
+            assert await _next(heard) == ALL_GAMES
+            assert store.listener_pid == opened  # the same session: handed over, not a new one
+
+            await postgres_sql(schema, "SELECT pg_terminate_backend(?)", (opened,))
+            for _ in range(100):
+                if store.listener_pid not in (0, opened):
+                    break
+                await asyncio.sleep(0.05)
+            assert await _next(heard) == ALL_GAMES
+            assert await _serving_lock_holders(schema) == [store.listener_pid]
+            with pytest.raises(StoreError, match="still served: 1 session holds its serving"):
+                await PostgresStore(POSTGRES_URL, schema=schema).downgrade(1)
+
+            await store.close()
+            await asyncio.wait_for(following, timeout=5)
+            assert await _serving_lock_holders(schema) == []
+        finally:
+            if following is not None:
+                following.cancel()
+            await store.close()
+            await reader.close()
+
+
 async def test_sqlite_waits_for_another_writer_without_blocking_the_loop(tmp_path: Path) -> None:
     """Another connection holds the write lock: the commit waits (the loop keeps running) and
     lands once the lock is released."""

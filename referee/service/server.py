@@ -76,7 +76,7 @@ def open_store(db: str, schema: str = "", create: bool = True, serving: bool = T
     if is_postgres_url(db):
         from referee.store.postgres import PostgresStore  # noqa: PLC0415
 
-        return PostgresStore(db, schema=schema or None, create=create)
+        return PostgresStore(db, schema=schema or None, create=create, serving=serving)
     from referee.store.sqlite import SqliteStore  # noqa: PLC0415
 
     return SqliteStore(db, create=create, serving=serving)

@@ -33,6 +33,24 @@ Change notifications
     ``changes()`` holds one dedicated connection that ``LISTEN``s on the channel and yields the
     game ids other stores commit. Notifications sent while nobody listened are lost, so after
     every (re)connection it first yields the id of every active game; the log stays the truth.
+
+Serving lock
+    A serving store (every replica) holds a session-level *shared* advisory lock keyed on its
+    schema (:data:`SERVING_LOCK`, the schema name's hash) for as long as it is open, and
+    ``downgrade`` refuses unless it gets the same lock exclusively, at once: a downgrade under
+    running replicas left them serving a schema they do not know. Replicas share the lock, so
+    they never wait for one another; a replica that crashes or is killed loses its session and
+    with it the lock, so nothing stale is left to clean up.
+
+    The lock lives on the listening connection, not a connection of its own: ``open()`` takes
+    it on the connection that checked or migrated the schema, under the migration lock (so no
+    downgrade slips in between the check and the lock), and hands that connection to the first
+    ``changes()`` as its listener; whenever the listener connects again (after a failure, a
+    restart of PostgreSQL) it takes the lock again before it listens. That connection already
+    lives as long as the server, is watched by a keep-alive and is replaced when it fails, so
+    the lock follows it at no cost of a connection per replica; a connection of its own would
+    need all of that again. While the listener is reconnecting the replica holds no lock (its
+    watchers are blind then too): a downgrade that lands in that gap is not refused.
 """
 
 from __future__ import annotations
@@ -199,6 +217,8 @@ DOWNGRADES: tuple[tuple[str, ...], ...] = (
 # The first key of the migration lock (pg_advisory_xact_lock(int, int)); the second is the
 # schema name's hash, so stores of different schemas do not wait for each other.
 MIGRATION_LOCK = 0x50524546
+# The first key of the serving lock (see the module docstring), the second as above.
+SERVING_LOCK = 0x50524553
 CHANNEL_PREFIX = "pinochle_referee"
 DEFAULT_CONNECT_TIMEOUT = 10.0
 LISTEN_POLL_SECONDS = 0.5  # how often the listener looks up from waiting (close(), keep-alive)
@@ -315,10 +335,14 @@ class PostgresStore:
         max_size: int = 10,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         create: bool = True,
+        serving: bool = True,
     ) -> None:
         """``create=False`` opens only a schema already at this code's version, neither
         creating it (a mistyped ``--db-schema`` would otherwise get a new, empty one) nor
-        migrating it (``export``: reading a game must not change the database)."""
+        migrating it (``export``: reading a game must not change the database).
+
+        ``serving=False`` holds no serving lock (see the module docstring): ``export``, which
+        only reads, does not stop a downgrade."""
         if min_size < 0 or max_size < max(min_size, 1):
             raise ValueError("need 0 <= min_size <= max_size and max_size >= 1")
         if schema is not None and not schema:
@@ -329,7 +353,11 @@ class PostgresStore:
         self.max_size = max_size
         self.connect_timeout = connect_timeout
         self.create = create
+        self.serving = serving
         self.channel = ""  # known after open()
+        self.schema_name = ""  # the schema the tables are in (self.schema or the default one)
+        # The connection open() left holding the serving lock, until changes() takes it over.
+        self._lock_holder: Connection | None = None
         self._origin = secrets.token_hex(8)  # marks this store's own notifications
         self._pool: AsyncConnectionPool[Connection] | None = None
         self._conninfo = url  # with_defaults(url), made at open()
@@ -366,19 +394,28 @@ class PostgresStore:
             open=False,
             name="pinochle-referee",
         )
+        conn: Connection | None = None
         try:
             # One plain connection first: a failure says why (the pool would only time out).
-            async with await self._connect() as conn:
-                await self._configure(conn)
-                schema = await self._migrate(conn)
+            # A serving store keeps it: it holds the serving lock from here on.
+            conn = await self._connect()
+            await self._configure(conn)
+            schema = await self._migrate(conn)
             await pool.open(wait=True, timeout=self.connect_timeout)
         except BaseException as exc:
+            if conn is not None:
+                await conn.close()
             await pool.close()
             if isinstance(exc, psycopg.Error):
                 raise StoreError(
                     f"cannot open PostgreSQL at {describe(self.url)}: {_one_line(exc)}"
                 ) from exc
             raise
+        if self.serving:
+            self._lock_holder = conn
+        else:
+            await conn.close()
+        self.schema_name = schema
         self.channel = channel_name(schema)
         self._pool = pool
         self._accepting = True
@@ -394,6 +431,9 @@ class PostgresStore:
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+        holder, self._lock_holder = self._lock_holder, None
+        if holder is not None:
+            await holder.close()
 
     async def _connect(self) -> Connection:
         return await psycopg.AsyncConnection.connect(
@@ -433,6 +473,14 @@ class PostgresStore:
         )
         return schema
 
+    async def _hold_serving_lock(self, conn: Connection, schema: str) -> None:
+        """Take the serving lock of ``schema``, shared, for the rest of ``conn``'s session (a
+        serving store; see the module docstring). It waits only for a downgrade under way."""
+        if self.serving:
+            await conn.execute(
+                "SELECT pg_advisory_lock_shared(%s, hashtext(%s))", (SERVING_LOCK, schema)
+            )
+
     @staticmethod
     async def _schema_version(conn: Connection) -> int:
         cursor = await conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
@@ -444,14 +492,23 @@ class PostgresStore:
 
         Without the session's limits (``SESSION_LIMITS``): a migration may rewrite every game
         of a large store, and a replica starting meanwhile waits for it at the advisory lock.
+
+        A serving store takes the serving lock here, under the migration lock that a downgrade
+        takes too: no downgrade can come between the schema found current and the lock held.
         """
+        serving_lock_held = False
         while True:
             async with conn.transaction():
                 await conn.execute("SET LOCAL statement_timeout = 0")
                 await conn.execute("SET LOCAL lock_timeout = 0")
                 if not self.create:
-                    return await self._check_current(conn)
+                    schema = await self._check_current(conn)
+                    await self._hold_serving_lock(conn, schema)
+                    return schema
                 schema = await self._lock_migrations(conn, "to create the tables in")
+                if not serving_lock_held:  # a session lock: it outlives this transaction
+                    await self._hold_serving_lock(conn, schema)
+                    serving_lock_held = True
                 if self.schema is not None:
                     cursor = await conn.execute(
                         "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
@@ -509,8 +566,12 @@ class PostgresStore:
         needs this, run with the newer release, which knows how to undo its own migrations.
         Starting the newer release again migrates the schema forward.
 
-        Within the session's lock timeout (``SESSION_LIMITS``): a replica still serving holds
-        locks on the games table, and the downgrade fails rather than wait behind it.
+        Refused while any replica serves the schema: a replica left running would go on
+        serving a schema it does not know. Every replica holds the serving lock shared; this
+        takes it exclusively without waiting (``pg_try_advisory_xact_lock``) and refuses if it
+        cannot. Transaction-scoped, so it is let go with the transaction however that ends,
+        and a replica starting meanwhile waits at the migration lock, then finds the result.
+        The rest runs within the session's lock timeout (``SESSION_LIMITS``).
         """
         where = describe(self.url)
         try:
@@ -524,6 +585,7 @@ class PostgresStore:
                     )
                     if await cursor.fetchone() is None:
                         raise StoreError(f"{where}: no schema {schema!r} to downgrade")
+                    await self._refuse_while_served(conn, f"{where} schema {schema!r}", schema)
                     cursor = await conn.execute(
                         "SELECT to_regclass('schema_migrations') IS NOT NULL"
                     )
@@ -541,6 +603,34 @@ class PostgresStore:
                 f"cannot downgrade PostgreSQL at {describe(self.url)}: {_one_line(exc)}"
             ) from exc
         return current
+
+    @staticmethod
+    async def _refuse_while_served(conn: Connection, where: str, schema: str) -> None:
+        """Take the serving lock of ``schema`` exclusively for the transaction, or refuse,
+        naming the sessions that hold it (pg_stat_activity tells a DBA whose they are)."""
+        cursor = await conn.execute(
+            "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (SERVING_LOCK, schema)
+        )
+        row = await cursor.fetchone()
+        if row and row[0]:
+            return
+        cursor = await conn.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND classid = %s::bigint::oid AND objsubid = 2"
+            " AND objid = (hashtext(%s)::bigint & 4294967295)::oid ORDER BY pid",
+            (SERVING_LOCK, schema),
+        )
+        pids = [str(pid) for (pid,) in await cursor.fetchall()]
+        if len(pids) == 1:
+            holders = f"1 session holds its serving lock (backend pid {pids[0]})"
+        elif pids:
+            holders = f"{len(pids)} sessions hold its serving lock (backend pids {', '.join(pids)})"
+        else:  # it let go of it just now
+            holders = "a session held its serving lock"
+        raise StoreError(
+            f"{where} is still served: {holders}; stop every server of it, then downgrade it"
+        )
 
     # -- running work ---------------------------------------------------------------------
 
@@ -862,9 +952,16 @@ class PostgresStore:
         self._open_pool()
         delay = 0.25
         while not self._closed:
+            # The connection open() left holding the serving lock, the first time; then a new
+            # one, which takes the lock again before it listens (see the module docstring).
+            conn, self._lock_holder = self._lock_holder, None
             try:
-                conn = await self._connect()
+                if conn is None:
+                    conn = await self._connect()
+                    await self._hold_serving_lock(conn, self.schema_name)
             except psycopg.Error as exc:
+                if conn is not None:
+                    await conn.close()
                 log.warning("cannot connect to listen for changes: %s", _one_line(exc))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX_SECONDS)
