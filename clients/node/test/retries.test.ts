@@ -305,7 +305,11 @@ describe("retries", () => {
       assert.equal(error.codeName, "DEADLINE_EXCEEDED");
       assert.ok(elapsed >= 450 && elapsed < 1_500, `${elapsed} ms`);
       assert.ok(items.length >= 3, `${items.length} events`); // it did resume, several times
-      assert.equal(deadlines.length, watchCalls.length);
+      // The last opening may meet the deadline before the server sees it: one more at most.
+      assert.ok(
+        deadlines.length >= watchCalls.length && deadlines.length <= watchCalls.length + 1,
+        `${deadlines.length} openings, ${watchCalls.length} seen by the server`,
+      );
       // Every opening has the first one's deadline.
       assert.ok(deadlines.every((at) => Math.abs(at - deadlines[0]!) <= 5), `${deadlines}`);
       assert.ok(Math.abs(deadlines[0]! - (start + 500)) <= 50, `${deadlines[0]! - start}`);
