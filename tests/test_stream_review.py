@@ -349,6 +349,32 @@ async def test_older_than_the_watch_window_is_still_a_snapshot(tmp_path: Path) -
         everything.task.cancel()
 
 
+def _moving_on_while_the_log_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+    srv: Served,
+    table: Table,
+    rng: random.Random,
+    actions: list[int],
+) -> list[int]:
+    """Make the server's ``load_log`` play ``actions[n]`` more actions of ``table`` after the
+    rows of its read n (from 0) were read, before they are returned; the list it returns grows
+    by one entry per read."""
+    store = srv.running.store
+    load_log = store.load_log
+    reads: list[int] = []
+
+    async def moving_on(game_id: str, after_seq: int = 0) -> list[Any]:
+        rows = await load_log(game_id, after_seq)
+        moves = actions[len(reads)] if len(reads) < len(actions) else 0
+        reads.append(moves)
+        for _ in range(moves):
+            await step_once(table, rng)
+        return rows
+
+    monkeypatch.setattr(store, "load_log", moving_on)
+    return reads
+
+
 async def test_a_watcher_reading_the_log_while_the_game_moves_on_misses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -361,24 +387,12 @@ async def test_a_watcher_reading_the_log_while_the_game_moves_on_misses_nothing(
         rng = random.Random(8)
         for _ in range(30):
             await step_once(table, rng)
-        store = srv.running.store
-        load_log = store.load_log
-        reads = 0
-
-        async def moving_on(game_id: str, after_seq: int = 0) -> list[Any]:
-            nonlocal reads
-            rows = await load_log(game_id, after_seq)
-            reads += 1
-            if reads == 1:  # the game moves on after the rows were read
-                for _ in range(10):
-                    await step_once(table, rng)
-            return rows
-
-        monkeypatch.setattr(store, "load_log", moving_on)
+        # The game moves on by ten actions after the first read's rows were read.
+        reads = _moving_on_while_the_log_is_read(monkeypatch, srv, table, rng, [10])
         got = await until_idle(table.adj.watch(0))
         monkeypatch.undo()
         await everything.wait_for_count(srv.running.games.games[table.game_id].event_count)
-        assert reads >= 2
+        assert len(reads) >= 2
         assert [i.get("event") for i in got] == everything.events
         everything.task.cancel()
 
@@ -402,24 +416,13 @@ async def test_a_watcher_behind_memory_catches_up_from_one_read_while_the_game_m
         live = srv.running.games.games[table.game_id]
         await everything.wait_for_count(live.event_count)
         resume_after = live.event_count - 30  # in the window, out of memory
-        store = srv.running.store
-        load_log = store.load_log
-        reads = 0
-
-        async def moving_on(game_id: str, after_seq: int = 0) -> list[Any]:
-            nonlocal reads
-            rows = await load_log(game_id, after_seq)
-            reads += 1
-            if reads <= 20:  # one action commits while each read is in flight
-                await step_once(table, rng)
-            return rows
-
-        monkeypatch.setattr(store, "load_log", moving_on)
+        # One action commits while each read is in flight (the first twenty).
+        reads = _moving_on_while_the_log_is_read(monkeypatch, srv, table, rng, [1] * 20)
         got = await until_idle(table.adj.watch(0, after_seq=resume_after))
         monkeypatch.undo()
         await everything.wait_for_count(live.event_count)
         assert [i.get("event") for i in got] == everything.events[resume_after:]
-        assert reads == 1
+        assert len(reads) == 1
         everything.task.cancel()
 
 
