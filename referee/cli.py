@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -206,6 +207,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
+    except OSError as error:
+        if error.errno not in _OUTPUT_FULL:
+            raise
+        # A verdict or an export to a full disk (or /dev/full) was a traceback, and Python's
+        # last flush at exit failed once more ("Exception ignored ...").
+        print(f"pinochle-referee: cannot write the output: {error.strerror}", file=sys.stderr)
+        _discard_stdout()
+        return 1
+
+
+# Write errors that say the output has no room left: the commands read their inputs and report
+# failures to read them as their own errors, so one of these reaching main is the output's.
+_OUTPUT_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _discard_stdout() -> None:

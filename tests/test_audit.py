@@ -947,3 +947,21 @@ def test_cli_jobs_start_no_more_processes_than_cpus_or_files(
     assert cli.main(["audit", "--jobs", "100000", *paths]) == 0
     assert len(_lines(capsys)) == 10
     assert _Pool.asked == [4, 10]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+def test_output_to_a_full_disk_is_one_line() -> None:
+    """Was: verdicts written to a full disk (here /dev/full) ended in an OSError traceback.
+    Now one line on standard error, exit 1."""
+    game = str(Path(__file__).resolve().parent.parent / "examples" / "partnership-game.json")
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "referee.cli", "audit", game],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parent.parent,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr == b"pinochle-referee: cannot write the output: No space left on device\n"
