@@ -240,6 +240,11 @@ def _main(argv: Sequence[str] | None) -> int:
         if args.jobs < 1:
             print("pinochle-referee: --jobs must be at least 1", file=sys.stderr)
             return 2
+        if list(args.files).count("-") > 1:
+            # Read twice, standard input is empty the second time: that record's verdict
+            # ("not valid JSON") would blame a record nobody sent.
+            print("pinochle-referee: - (standard input) can be given once", file=sys.stderr)
+            return 2
         return _run_audit(args.files, args.keep_going, args.jobs)
     if args.command == "serve":
         from referee.service.server import serve  # noqa: PLC0415

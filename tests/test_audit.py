@@ -574,6 +574,17 @@ def test_cli_reads_one_record_from_stdin(monkeypatch, capsys) -> None:
     assert cli.main(["audit", "-"]) == 2
 
 
+def test_cli_reads_stdin_once(monkeypatch, capsys) -> None:
+    """Was: ``audit - -`` read standard input twice; empty the second time, the second verdict
+    said "not valid JSON", blaming a record nobody sent. Now a usage error (exit 2), nothing
+    audited."""
+    _stdin(monkeypatch, json.dumps(record(HAND0)).encode())
+    assert cli.main(["audit", "-", "-"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "pinochle-referee: - (standard input) can be given once\n"
+
+
 def test_cli_stdin_must_be_utf8_like_a_file(monkeypatch, capsys, tmp_path: Path) -> None:
     """GAME_RECORD.md §1: a record is UTF-8. The same bytes get the same verdict from a file and
     from standard input, whatever the locale would decode them as."""
