@@ -115,6 +115,27 @@ async def test_backup_and_export_work_while_another_process_serves(
             await play(table, random.Random(5), hands=1)  # served on
 
 
+async def test_export_reads_a_backup_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A backup is a file whole in itself (journal mode DELETE, no -wal beside it). Was:
+    ``export`` switched it to WAL to read it, which wrote to it and left -wal and -shm files
+    beside it. Reading now changes nothing."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="read-as-is")
+        await play(table, random.Random(6), hands=1)
+    copy = tmp_path / "copy.db"
+    code, text = _backup(capsys, tmp_path / "x.db", copy)
+    assert code == 0, text
+    before = copy.read_bytes()
+    code = await asyncio.to_thread(cli.main, ["export", table.game_id, "--db", str(copy)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert audit_record(json.loads(captured.out))["legal"]
+    assert copy.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.glob("copy.db*")) == ["copy.db"]
+
+
 async def test_a_backup_of_a_tampered_database_is_kept_and_says_what_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

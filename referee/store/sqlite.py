@@ -653,8 +653,13 @@ class SqliteStore:
             self._release_serving_lock()
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         try:
-            if not self.create:  # before WAL is turned on: a file that is refused is untouched
+            if not self.create:
+                # Read as it is: a database refused is untouched, and one read (``export``) is
+                # not switched to WAL, which wrote to a backup (journal mode DELETE, whole in
+                # itself) and left -wal and -shm files beside it. A served one is WAL already.
                 self._check_current(conn)
+                conn.execute("PRAGMA busy_timeout = 0")
+                return conn
             (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
             if str(mode).lower() != "wal":
                 raise StoreError(f"{self.path}: journal_mode is {mode}, not wal")
