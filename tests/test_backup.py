@@ -136,6 +136,23 @@ async def test_export_reads_a_backup_as_it_is(
     assert sorted(p.name for p in tmp_path.glob("copy.db*")) == ["copy.db"]
 
 
+def test_a_backup_of_what_is_no_referee_database_copies_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: another program's SQLite file (or an empty one) was copied and kept, with "integrity
+    cannot be checked: no such table: games; every audit log intact". Now refused, one line,
+    exit 1, nothing copied."""
+    other, copy = tmp_path / "other.db", tmp_path / "copy.db"
+    conn = sqlite3.connect(other)
+    with conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    conn.close()
+    code, text = _backup(capsys, other, copy)
+    assert code == 1
+    assert text == f"pinochle-referee: {other} holds no referee database: nothing copied\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
+
 async def test_a_backup_of_a_tampered_database_is_kept_and_says_what_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -185,6 +202,7 @@ def test_a_partial_file_left_by_a_stopped_backup_is_replaced(
     source = tmp_path / "source.db"
     conn = sqlite3.connect(source)
     conn.execute("CREATE TABLE games (game_id TEXT, over INT, audit_seq INT, audit_head TEXT)")
+    conn.execute("PRAGMA user_version = 1")  # a referee database, damaged: no log table
     conn.commit()
     conn.close()
     (tmp_path / "copy.db.partial").write_bytes(b"half a database")
@@ -208,7 +226,9 @@ def test_a_backup_that_does_not_finish_leaves_no_file(
     half-made ``.partial`` file behind. Now one line (exit 1), or the quiet exit 130 of Ctrl-C,
     and nothing is left: neither the copy nor the partial file."""
     source = tmp_path / "source.db"
-    sqlite3.connect(source).close()
+    conn = sqlite3.connect(source)
+    conn.execute("PRAGMA user_version = 1")  # a referee database's schema version
+    conn.close()
     backups = tmp_path / "backups"
     backups.mkdir()
 

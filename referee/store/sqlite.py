@@ -1207,6 +1207,12 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
     try:
         reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
         try:
+            (version,) = reader.execute("PRAGMA user_version").fetchone()
+            if version == 0:
+                # Another program's database (or an empty file) is no backup of a referee's:
+                # copied, it was kept with "integrity cannot be checked ...; every audit log
+                # intact", a report that contradicts itself.
+                raise StoreError(f"{source} holds no referee database: nothing copied")
             copy = sqlite3.connect(partial, isolation_level=None)
             try:
                 reader.backup(copy)  # pages=-1: one step, one snapshot
