@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
     except OSError as error:
-        if error.errno not in _OUTPUT_FULL:
+        if error.errno not in _OUTPUT_FAILED:
             raise
         # A verdict or an export to a full disk (or /dev/full) was a traceback, and Python's
         # last flush at exit failed once more ("Exception ignored ...").
@@ -217,14 +217,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-# Write errors that say the output has no room left: the commands read their inputs and report
-# failures to read them as their own errors, so one of these reaching main is the output's.
-_OUTPUT_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# Write errors that say the output cannot take what is written: no room left, or no output to
+# write to (EBADF: standard output closed, or opened for reading only). The commands read their
+# inputs and report failures to read them as their own errors, so one of these reaching main is
+# the output's.
+_OUTPUT_FAILED = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EBADF})
+
+
+def _check_stdout() -> None:
+    """Raise the error a write would meet when the command was started with standard output
+    closed (``>&-``). Python then makes ``sys.stdout`` None and print() writes nothing: audit
+    ended in a traceback, and the other commands exited 0 having printed nothing (backup and
+    downgrade having done their work). Checked before a command starts, so nothing is done
+    whose report could not be given."""
+    if sys.stdout is None:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
 
 
 def _discard_stdout() -> None:
     """Point standard output at /dev/null: Python flushes it once more as it exits, and what
     the closed pipe did not take would fail again there ("Exception ignored ... BrokenPipe")."""
+    if sys.stdout is None:  # started closed: nothing is flushed at exit
+        return
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -236,6 +250,8 @@ def _discard_stdout() -> None:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command != "serve":  # serve logs to standard error; every other command prints
+        _check_stdout()
     if args.command == "audit":
         if args.jobs < 1:
             print("pinochle-referee: --jobs must be at least 1", file=sys.stderr)

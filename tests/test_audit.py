@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import io
 import json
@@ -25,7 +26,11 @@ from referee.audit import RecordError, audit_record, audit_text, parse_deal, ver
 from referee.engine.actions import decode_action
 from referee.engine.errors import VIOLATION_CODES
 from referee.engine.game import Game, SeededDeals
+from referee.rules.dealing import deal_commitment
 from referee.rules.options import resolve_options
+from referee.service.games import GameManager
+from referee.store.sqlite import SCHEMA_VERSION, SqliteStore
+from tests.service_helpers import SHORT_GAME
 from tests.test_violations import NO_EXCHANGE, PLAY_HANDS, auto_action, make_deal
 
 VERDICT_KEYS = [
@@ -976,3 +981,85 @@ def test_output_to_a_full_disk_is_one_line() -> None:
         )
     assert done.returncode == 1
     assert done.stderr == b"pinochle-referee: cannot write the output: No space left on device\n"
+
+
+def _stored_game(db: Path) -> str:
+    """A SQLite database at ``db`` holding one new game; its id."""
+
+    async def create() -> str:
+        store = SqliteStore(db)
+        await store.open()
+        try:
+            created = await GameManager(store).create(
+                variant="partnership",
+                options=None,
+                first_dealer=0,
+                deal_mode={"mode": "seed", "seed": "closed-output"},
+                players=(),
+                token=None,
+            )
+        finally:
+            await store.close()
+        return created.game_id
+
+    return asyncio.run(create())
+
+
+_COMMANDS_THAT_PRINT = ("audit", "query", "export", "backup", "downgrade", "verify-deal", "demo")
+
+
+def _commands_that_print(tmp_path: Path) -> dict[str, tuple[list[str], bytes]]:
+    """Each command that writes to standard output, as it would succeed (exit 0) with an open
+    one: its arguments and its standard input."""
+    game = Path(__file__).resolve().parent.parent / "examples" / "partnership-game.json"
+    deal = json.loads(game.read_text())["hands"][0]["deal"]
+    commitment = deal_commitment(parse_deal(deal, "deal"), bytes.fromhex("00a1"))
+    db = tmp_path / "referee.db"
+    game_id = _stored_game(db)
+    query = b'{"id": 1, "kind": "trick_points", "cards": ["AS"]}\n'
+    return {
+        "audit": (["audit", str(game)], b""),
+        "query": (["query"], query),
+        "export": (["export", game_id, "--db", str(db)], b""),
+        "backup": (["backup", "--db", str(db), str(tmp_path / "copy.db")], b""),
+        "downgrade": (["downgrade", "--db", str(db), "--to", str(SCHEMA_VERSION)], b""),
+        "verify-deal": (["verify-deal", commitment, "00a1", json.dumps(deal)], b""),
+        "demo": (["demo", "--options", json.dumps(SHORT_GAME["partnership"])], b""),
+    }
+
+
+@pytest.mark.parametrize(
+    ("command", "redirect"),
+    [(command, ">&-") for command in _COMMANDS_THAT_PRINT] + [("audit", "1</dev/null")],
+)
+def test_output_that_is_closed_is_one_line(tmp_path: Path, command: str, redirect: str) -> None:
+    """Was: with standard output closed (``>&-``) Python makes ``sys.stdout`` None, print()
+    writes nothing, and audit ended in an AttributeError traceback while query, export, backup,
+    downgrade, verify-deal and demo exited 0 having printed nothing (backup having written its
+    copy). Standard output opened for reading only (``1</dev/null``) made audit's write an
+    OSError (EBADF) traceback. Now both are the output failure a full disk is: one line on
+    standard error, exit 1, and nothing done (no copy made)."""
+    argv, stdin = _commands_that_print(tmp_path)[command]
+    # Without the redirection each command succeeds: the output is what fails below.
+    done = subprocess.run(
+        [sys.executable, "-m", "referee.cli", *argv],
+        input=stdin,
+        capture_output=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout != b"") == (0, True), done.stderr
+    (tmp_path / "copy.db").unlink(missing_ok=True)
+    done = subprocess.run(
+        ["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-m", "referee.cli", *argv],
+        input=stdin,
+        stdout=subprocess.DEVNULL,  # replaced by the redirection
+        stderr=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr.decode()
+    assert done.stderr == b"pinochle-referee: cannot write the output: Bad file descriptor\n"
+    assert not (tmp_path / "copy.db").exists()
