@@ -14,6 +14,7 @@ import json
 import os
 import random
 import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from pinochle_client import RefereeClient
 
 from referee import cli
 from referee.audit import audit_record
+from referee.store.sqlite import SqliteStore
 from tests.service_helpers import (
     SHORT_GAME,
     Table,
@@ -196,19 +198,45 @@ def test_backup_refuses_what_it_cannot_do_and_writes_nothing(
     assert code == 2 and "pg_dump" in text and not (tmp_path / "pg.db").exists(), text
 
 
-def test_a_partial_file_left_by_a_stopped_backup_is_replaced(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+async def test_a_file_named_like_the_copy_in_progress_is_left_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Was: the copy was written in DESTINATION.partial, deleted first when it existed, so a
+    file of that name (another user's, or a concurrent backup's copy half-made) was lost. Now
+    the copy is written in a new file of its own, and a DESTINATION.partial is left as it was
+    whether the backup finishes or not. The copy keeps the permissions a backup always had:
+    SQLite's for a new database (0644 less the umask), not a temporary file's 0600."""
     source = tmp_path / "source.db"
-    conn = sqlite3.connect(source)
-    conn.execute("CREATE TABLE games (game_id TEXT, over INT, audit_seq INT, audit_head TEXT)")
-    conn.execute("PRAGMA user_version = 1")  # a referee database, damaged: no log table
-    conn.commit()
-    conn.close()
-    (tmp_path / "copy.db.partial").write_bytes(b"half a database")
-    code, text = _backup(capsys, source, tmp_path / "copy.db")
-    assert code == 1 and "cannot be checked: no such table: log" in text, text  # not ours
-    assert not (tmp_path / "copy.db.partial").exists() and (tmp_path / "copy.db").is_file()
+    store = SqliteStore(source)
+    await store.open()
+    await store.close()
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    theirs = backups / "copy.db.partial"
+    theirs.write_bytes(b"another backup's copy, half made")
+
+    code, text = _backup(capsys, source, backups / "copy.db")
+    assert code == 0, text
+    assert sorted(p.name for p in backups.iterdir()) == ["copy.db", "copy.db.partial"]
+    assert theirs.read_bytes() == b"another backup's copy, half made"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE((backups / "copy.db").stat().st_mode) == 0o644 & ~umask
+
+    def fsync(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fsync)  # the copy's flush, before it is renamed
+    (backups / "again.db.partial").write_bytes(b"someone's")
+    code, text = _backup(capsys, source, backups / "again.db")
+    assert code == 1 and "No space left on device" in text, text
+    assert sorted(p.name for p in backups.iterdir()) == [
+        "again.db.partial",
+        "copy.db",
+        "copy.db.partial",
+    ]
+    assert (backups / "again.db.partial").read_bytes() == b"someone's"
+    assert theirs.read_bytes() == b"another backup's copy, half made"
 
 
 @pytest.mark.parametrize(

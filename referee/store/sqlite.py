@@ -65,6 +65,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import socket
 import sqlite3
 import threading
@@ -1190,10 +1191,11 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
     the copy holds exactly the transactions committed before it began: every action
     acknowledged by then, none half-written.
 
-    The copy is written beside ``destination`` and renamed onto it only once complete and
-    flushed, so ``destination`` is never a partial file. It is then checked, as a restore would
-    need it: ``PRAGMA integrity_check`` and every game's audit chain. A copy that fails a check
-    is kept (it is what the source held) and the report says what failed.
+    The copy is written beside ``destination``, in a new file of its own (``_new_partial``), and
+    renamed onto it only once complete and flushed, so ``destination`` is never a partial file.
+    It is then checked, as a restore would need it: ``PRAGMA integrity_check`` and every game's
+    audit chain. A copy that fails a check is kept (it is what the source held) and the report
+    says what failed.
     """
     source, destination = Path(source), Path(destination)
     if not source.is_file():
@@ -1202,8 +1204,7 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
         raise StoreError(f"{destination} already exists; give a new file")
     if not destination.parent.is_dir():
         raise StoreError(f"no directory {destination.parent} for {destination}")
-    partial = destination.with_name(destination.name + ".partial")
-    partial.unlink(missing_ok=True)  # left by a backup that was killed half-way
+    partial: Path | None = None
     try:
         reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
         try:
@@ -1213,6 +1214,7 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
                 # copied, it was kept with "integrity cannot be checked ...; every audit log
                 # intact", a report that contradicts itself.
                 raise StoreError(f"{source} holds no referee database: nothing copied")
+            partial = _new_partial(destination)
             copy = sqlite3.connect(partial, isolation_level=None)
             try:
                 reader.backup(copy)  # pages=-1: one step, one snapshot
@@ -1229,7 +1231,8 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
     except BaseException as exc:
         # Whatever stopped it (a full disk at the flush, Ctrl-C), a backup that did not finish
         # leaves no file behind, and says why in one line.
-        partial.unlink(missing_ok=True)
+        if partial is not None:
+            partial.unlink(missing_ok=True)
         if isinstance(exc, sqlite3.Error | OSError):
             raise StoreError(f"cannot back up {source}: {exc}") from exc
         raise
@@ -1242,6 +1245,25 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
     except OSError as exc:
         raise StoreError(f"{destination} is written but may not survive a crash: {exc}") from exc
     return _check_copy(destination)
+
+
+def _new_partial(destination: Path) -> Path:
+    """A new empty file beside ``destination`` for the copy to be written in, named
+    ``DESTINATION.<random>.partial``: created here (``O_EXCL``), so it is no other file. Was
+    ``DESTINATION.partial``, deleted first when it existed and then written, so a file of that
+    name (another user's, or a concurrent backup's copy half-written) was lost.
+
+    Not ``tempfile.mkstemp``: its file is readable by its owner alone (0600), so the backup
+    would be too, where it has always had the permissions SQLite gives a new database (0644
+    less the umask), as the server's own database has; serving a restore from another account
+    would be refused."""
+    while True:
+        partial = destination.with_name(f"{destination.name}.{secrets.token_hex(6)}.partial")
+        try:
+            os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            continue  # taken (48 random bits): draw another name
+        return partial
 
 
 def _check_copy(path: Path) -> BackupReport:
