@@ -103,6 +103,11 @@ async def audit_of(store: GameStore, game_id: str) -> list[AuditRow]:
     return await store.audit_log(game_id, 0, 10_000)
 
 
+async def drain(stream: AsyncIterator[Any]) -> None:
+    async for _ in stream:
+        pass
+
+
 # -- SQLite group commit: a COMMIT that fails ---------------------------------------------------
 
 
@@ -414,6 +419,67 @@ async def test_concurrent_refusals_outside_the_lock_keep_the_chain(sqlite: Sqlit
 
 
 # -- both backends ----------------------------------------------------------------------------
+
+
+async def test_a_game_the_store_records_as_ended_is_over_in_memory_too(
+    backend: Backend,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was a bug. The store refuses a commit to a game it records as ended (GameOver) though the
+    log does not end it (a stored game changed by hand, or an engine bug). The manager answered
+    GAME_OVER but its copy went on believing the game was not over: legal actions offered, the
+    view in progress, watchers waiting, the game held among those in progress, and every later
+    action checked and sent to the store, to be refused there again. Now the copy is over, as
+    the store says: the next action is refused GAME_OVER (audited) without a commit, a watcher's
+    stream ends, and a manager that rebuilds the game from the store (a restart) finds it over."""
+    store = backend.make()
+    await store.open()
+    try:
+        games = GameManager(store)
+        created = await new_managed_game(games)
+        gid, tokens = created.game_id, created.seat_tokens
+        await games.submit(gid, tokens[1], BID, 0, "bid-1")
+        live = games.games[gid]
+        watcher = asyncio.create_task(drain(games.watch(gid, created.spectator_token, 0)))
+        while live.changed is None:  # the watcher has every event and waits for more
+            await asyncio.wait_for(asyncio.sleep(0.01), BOUND)
+        await backend.sql("UPDATE games SET over = ? WHERE game_id = ?", (True, gid))
+        commits = 0
+        commit = store.commit
+
+        def counted(sent: Commit) -> Awaitable[AuditRow]:
+            nonlocal commits
+            commits += 1
+            return commit(sent)
+
+        monkeypatch.setattr(store, "commit", counted)
+        for request_id in ("pass-2", "pass-2-again"):
+            with pytest.raises(ServiceError) as caught:
+                await games.submit(gid, tokens[2], PASS, 1, request_id)
+            refusal = (caught.value.code, caught.value.reason, caught.value.metadata)
+            assert refusal == (grpc.StatusCode.FAILED_PRECONDITION, "GAME_OVER", {"version": "1"})
+        assert commits == 1  # the second was refused here, as the engine refuses after the end
+        assert await games.legal(gid, tokens[2]) == (1, [])
+        view = games.view_of(*await games.get(gid, created.adjudicator_token))
+        assert (view["over"], view["version"]) == (True, 1)
+        assert gid not in games.games and gid in games.finished
+        await asyncio.wait_for(watcher, BOUND)  # the stream ended with the game
+
+        restarted = GameManager(store)  # the game rebuilt from the store
+        assert await restarted.legal(gid, tokens[2]) == (1, [])
+        with pytest.raises(ServiceError) as caught:
+            await restarted.submit(gid, tokens[2], PASS, 1, "after-restart")
+        assert caught.value.reason == "GAME_OVER" and commits == 1
+        assert gid in restarted.finished
+        assert [(r.request_id, r.outcome, r.code) for r in await audit_of(store, gid)] == [
+            ("bid-1", "accepted", ""),
+            ("pass-2", "refused", "GAME_OVER"),
+            ("pass-2-again", "refused", "GAME_OVER"),
+            ("after-restart", "refused", "GAME_OVER"),
+        ]
+        assert (await store.verify_audit_log(gid)).intact
+    finally:
+        await store.close()
 
 
 async def test_verify_audit_log_is_intact_while_writes_go_on(backend: Backend) -> None:  # noqa: F811

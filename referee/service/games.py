@@ -38,7 +38,7 @@ from referee.engine.game import (
     SeededDeals,
     export_record,
 )
-from referee.engine.state import GameState
+from referee.engine.state import GameState, evolve_game
 from referee.engine.views import view
 from referee.rules.dealing import Deal, deal_commitment
 from referee.rules.options import OptionError, RuleSet, resolve_options
@@ -423,6 +423,8 @@ class GameManager:
                 state = new_game(rules, record.first_dealer)
                 live = LiveGame(record, rules, state, 0, _deal_source(record.deal_source))
                 await self._catch_up(live)
+                if record.over and not live.state.over:
+                    self._over_in_store(live)
                 live.active_at = record.last_active_at  # not now: a read does not wake it
                 if live.state.over:
                     self._retire(live)
@@ -975,13 +977,15 @@ class GameManager:
     async def _ended(self, live: LiveGame, commit: Commit, key: str, over: GameOver) -> NoReturn:
         """The store refused ``commit``: the game has ended, which the engine's copy here did
         not know (the engine refuses any action after the end itself, so the two disagree: a
-        bug, or a stored game changed by hand). The store's record stands: the request is
-        audited and answered as the engine answers an action after the end (GAME_OVER), not as
-        a store failure (UNAVAILABLE would invite retries that meet the same refusal)."""
+        bug, or a stored game changed by hand). The store's record stands: the copy here ends
+        too (``_over_in_store``), and the request is audited and answered as the engine answers
+        an action after the end (GAME_OVER), not as a store failure (UNAVAILABLE would invite
+        retries that meet the same refusal)."""
         game_id = live.record.game_id
         structlog.get_logger("referee.games").warning(
             "commit_refused_game_over", game_id=game_id, ended_at_version=over.version
         )
+        self._over_in_store(live)
         seat = commit.rows[0].seat
         assert seat is not None
         await self._refuse(live, seat, commit.audit.action or {}, "GAME_OVER", key)
@@ -991,6 +995,26 @@ class GameManager:
             reason="GAME_OVER",
             metadata={"version": str(over.version)},
         )
+
+    def _over_in_store(self, live: LiveGame) -> None:
+        """The store records ``live`` as ended, though the log this copy was built from does
+        not end it (``_ended``; a load of such a game): take the store's word, as a catch-up
+        takes the rows another replica wrote. Left believing the game went on, this copy
+        offered legal actions, showed it in progress, kept its watchers waiting and held it
+        among the games in progress, and every action was checked and sent to the store, to
+        be refused there again.
+
+        Over here too, the engine refuses every action itself (GAME_OVER, audited, the store
+        not tried), legal actions are none, views say over, watchers' streams end, and the game
+        moves among the finished ones; the winner is unknown (none), the hand as it stood. A
+        rebuilt copy (a restart, a finished game dropped from memory) is over again: ``load``
+        comes here too. ``referee_games_active`` is left to the next recount from the store,
+        which no longer counts the game.
+        """
+        live.state = evolve_game(live.state, over=True)
+        _announce(live)
+        if self.games.get(live.record.game_id) is live:
+            self._retire(live)
 
     def _committed(self, live: LiveGame, accepted: _Accepted, started: float) -> None:
         """The accepted action is durable: move the game on in memory and tell its watchers."""
