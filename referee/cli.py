@@ -17,6 +17,7 @@ import sys
 from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import BinaryIO
 
 from referee.audit import audit_text, verdict_exit_status
 from referee.store.base import is_postgres_url
@@ -30,7 +31,7 @@ def _audit_file(path: str, keep_going: bool) -> dict[str, object]:
     stdin is read as bytes, not in the locale's encoding, so the same bytes get the same
     verdict either way."""
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        data = _stdin().read() if path == "-" else Path(path).read_bytes()
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         what = "standard input" if path == "-" else "the file"
@@ -112,9 +113,28 @@ def _print_verdicts(verdicts: Iterator[dict[str, object]], count: int) -> int:
 def _run_query() -> int:
     from referee.query import run_queries  # noqa: PLC0415 - audit runs need none of it
 
-    for line in run_queries(sys.stdin.buffer):  # bytes: each line must be UTF-8 (§1)
+    try:
+        queries = _stdin()
+    except OSError as error:
+        return _unreadable_stdin(error)
+    for line in run_queries(queries):  # bytes: each line must be UTF-8 (§1)
         print(line)
     return 0
+
+
+def _stdin() -> BinaryIO:
+    """Standard input as bytes, or the error a read would meet (EBADF) when the command was
+    started with it closed (``<&-``): Python then makes ``sys.stdin`` None, and ``audit -``,
+    ``query`` and ``verify-deal ... -`` ended in an AttributeError traceback. Each caller
+    reports it as its own input's failure (an EBADF reaching ``main`` is the output's)."""
+    if sys.stdin is None:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+    return sys.stdin.buffer
+
+
+def _unreadable_stdin(error: OSError) -> int:
+    print(f"pinochle-referee: cannot read standard input: {error.strerror}", file=sys.stderr)
+    return 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -409,8 +429,14 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
             file=sys.stderr,
         )
         return 2
+    read = b""
+    if deal_text == "-":
+        try:
+            read = _stdin().read()
+        except OSError as error:
+            return _unreadable_stdin(error)
     try:
-        text = sys.stdin.buffer.read().decode("utf-8") if deal_text == "-" else deal_text
+        text = read.decode("utf-8") if deal_text == "-" else deal_text
         deal = parse_deal(json.loads(text), "deal")
         salt_bytes = bytes.fromhex(salt)
     except (RecordError, ValueError, RecursionError) as error:  # JSON and UTF-8 errors too

@@ -1063,3 +1063,39 @@ def test_output_that_is_closed_is_one_line(tmp_path: Path, command: str, redirec
     assert done.returncode == 1, done.stderr.decode()
     assert done.stderr == b"pinochle-referee: cannot write the output: Bad file descriptor\n"
     assert not (tmp_path / "copy.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected_status", "expected_stderr"),
+    [
+        (["query"], 2, b"pinochle-referee: cannot read standard input: Bad file descriptor\n"),
+        (
+            ["verify-deal", "0" * 64, "00a1", "-"],
+            2,
+            b"pinochle-referee: cannot read standard input: Bad file descriptor\n",
+        ),
+        (["audit", "-"], 2, b""),
+    ],
+    ids=["query", "verify-deal", "audit"],
+)
+def test_input_that_is_closed_is_the_inputs_failure(
+    argv: list[str], expected_status: int, expected_stderr: bytes
+) -> None:
+    """Was: with standard input closed (``<&-``) Python makes ``sys.stdin`` None, and
+    ``query``, ``verify-deal ... -`` and ``audit -`` ended in an AttributeError traceback. Now
+    it is the input's failure, as a file that cannot be read is: one line and exit 2 (audit: the
+    record's verdict says standard input cannot be read)."""
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$@" <&-', "sh", sys.executable, "-m", "referee.cli", *argv],
+        capture_output=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (expected_status, expected_stderr), done.stderr
+    if argv[0] == "audit":
+        verdict = json.loads(done.stdout)
+        assert verdict == {
+            "record": "-",
+            "error": "cannot read standard input: [Errno 9] Bad file descriptor",
+        }
