@@ -22,7 +22,7 @@ from pinochle_client import RefereeClient, RefereeError
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.convert import dict_to_struct
-from tests.service_helpers import SilentNetwork, new_table, pick, serving
+from tests.service_helpers import SilentNetwork, new_table, pick, play, serving
 
 
 async def test_keepalive_seconds_0_means_no_pings(
@@ -316,14 +316,76 @@ async def test_python_and_node_clients_give_the_same_shapes(tmp_path: Path) -> N
         python = _as_node_names(
             await srv.client.list_variants(), [await s.audit_log() for s in sessions]
         )
-        node = await asyncio.create_subprocess_exec(
-            *("node", "-e", NODE_SHAPES, str(NODE_CLIENT), srv.address, table.game_id, *tokens),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(node.communicate(), 60)
+        node = await _run_node(NODE_SHAPES, srv.address, table.game_id, *tokens)
+    assert json.dumps(python, sort_keys=True) == json.dumps(node, sort_keys=True)
+
+
+async def _run_node(script: str, *args: str) -> Any:
+    """What ``script`` prints as JSON, run by node with the Node client's module and ``args``
+    as its arguments."""
+    node = await asyncio.create_subprocess_exec(
+        *("node", "-e", script, str(NODE_CLIENT), *args),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(node.communicate(), 60)
     assert node.returncode == 0, err.decode()
-    assert json.dumps(python, sort_keys=True) == json.dumps(json.loads(out), sort_keys=True)
+    return json.loads(out)
+
+
+# Prints the Node client's watch() items of a finished game from each version given, as JSON:
+# argv is the client's module, the address, the game id, a token and the versions.
+NODE_STREAMS = """
+const [module, address, gameId, token, ...versions] = process.argv.slice(1);
+const { RefereeClient } = require(module);
+(async () => {
+  const client = new RefereeClient(address);
+  try {
+    const watched = {};
+    for (const version of versions) {
+      const items = [];
+      const stream = client.session(gameId, token).watch(Number(version), 0, { deadlineMs: 30000 });
+      for await (const item of stream) items.push(item);
+      watched[version] = items;
+    }
+    process.stdout.write(JSON.stringify({ watched }));
+  } finally {
+    client.close();
+  }
+})().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("node") is None or not NODE_CLIENT.exists(),
+    reason="no node, or the Node client is not built (make node-test; npm run build)",
+)
+async def test_python_and_node_clients_stream_the_same_items(tmp_path: Path) -> None:
+    """``watch()`` against the Node client's ``watch()`` on the same server and game: the same
+    items, equal as JSON text. Was: Python's watch items had no ``type`` (``{"event": ...}``
+    where Node gives ``{type: "event", event}``), so a user of both clients branched
+    differently on them."""
+    async with serving(tmp_path, watch_window=64, events_in_memory=16) as srv:
+        table = await new_table(srv.client, "partnership-no-bid", {"target": 100}, seed="streams")
+        await play(table, random.Random(7))
+        last = (await table.adj.view())["version"]
+        seat = table.seats[2]
+        # A finished game's stream ends by itself: from version 0 it is a snapshot (events that
+        # old are no longer kept), from the last version but one that version's events.
+        versions = [0, last - 1]
+        watched = {str(v): [item async for item in seat.watch(v)] for v in versions}
+        assert [item["type"] for item in watched["0"]] == ["snapshot"]
+        assert {item["type"] for item in watched[str(last - 1)]} == {"event"}
+        node = await _run_node(
+            NODE_STREAMS,
+            *(srv.address, table.game_id, table.seat_tokens[2]),
+            *map(str, versions),
+        )
+    python = {"watched": watched}
+    assert json.dumps(python, sort_keys=True) == json.dumps(node, sort_keys=True)
 
 
 async def test_a_token_read_from_a_file_with_its_newline_works(tmp_path: Path) -> None:

@@ -690,8 +690,11 @@ class Session:
     async def watch(
         self, from_version: int = 0, *, after_seq: int = 0, resume: bool = False
     ) -> AsyncGenerator[dict[str, Any], None]:
-        """Events (and snapshots) as plain dicts: ``{"event": {...}}`` or ``{"snapshot": ...}``,
-        until the game ends (or the caller stops iterating, which ends the call at once).
+        """Events (and snapshots) as plain dicts, until the game ends (or the caller stops
+        iterating, which ends the call at once): ``{"type": "event", "event": {...}}`` (the
+        event as ``submit`` gives it) or ``{"type": "snapshot", "snapshot": {"version": int,
+        "view": {...}}}``, the Node client's ``watch()`` items exactly. Items had no ``type``
+        until 12-02; ``"event" in item`` and ``item["event"]`` work as they did.
 
         To resume after a disconnect, pass ``after_seq``: the ``seq`` of the last event
         received (one version can carry several events, so a version alone cannot say where
@@ -745,13 +748,14 @@ class Session:
         try:
             async for item in stream:
                 if item.HasField("event"):
-                    yield {"event": _event(item.event)}
+                    yield {"type": "event", "event": _event(item.event)}
                 else:
                     yield {
+                        "type": "snapshot",
                         "snapshot": {
                             "version": item.snapshot.version,
                             "view": _object(item.snapshot.view_json),
-                        }
+                        },
                     }
         except (grpc.RpcError, asyncio.CancelledError, grpc.aio.UsageError) as error:
             refused = self.client._refusal(error)
