@@ -333,10 +333,11 @@ async def _run_node(script: str, *args: str) -> Any:
     return json.loads(out)
 
 
-# Prints the Node client's watch() items of a finished game from each version given, as JSON:
-# argv is the client's module, the address, the game id, a token and the versions.
+# Prints the Node client's watch() items of a finished game from each version given, and its
+# auditRecords() items without and with keepGoing, as JSON: argv is the client's module, the
+# address, the game id, a token, the records (as one JSON array) and the versions.
 NODE_STREAMS = """
-const [module, address, gameId, token, ...versions] = process.argv.slice(1);
+const [module, address, gameId, token, records, ...versions] = process.argv.slice(1);
 const { RefereeClient } = require(module);
 (async () => {
   const client = new RefereeClient(address);
@@ -348,7 +349,15 @@ const { RefereeClient } = require(module);
       for await (const item of stream) items.push(item);
       watched[version] = items;
     }
-    process.stdout.write(JSON.stringify({ watched }));
+    const audits = [];
+    for (const keepGoing of [false, true]) {
+      const items = [];
+      for await (const item of client.auditRecords(JSON.parse(records), { keepGoing })) {
+        items.push(item);
+      }
+      audits.push(items);
+    }
+    process.stdout.write(JSON.stringify({ watched, audits }));
   } finally {
     client.close();
   }
@@ -364,10 +373,11 @@ const { RefereeClient } = require(module);
     reason="no node, or the Node client is not built (make node-test; npm run build)",
 )
 async def test_python_and_node_clients_stream_the_same_items(tmp_path: Path) -> None:
-    """``watch()`` against the Node client's ``watch()`` on the same server and game: the same
-    items, equal as JSON text. Was: Python's watch items had no ``type`` (``{"event": ...}``
-    where Node gives ``{type: "event", event}``), so a user of both clients branched
-    differently on them."""
+    """``watch()`` and ``audit_records()`` against the Node client's ``watch()`` and
+    ``auditRecords()`` on the same server and game: the same items, equal as JSON text. Was:
+    Python's watch items had no ``type`` (``{"event": ...}`` where Node gives ``{type:
+    "event", event}``), and ``audit_records()`` gave the bare verdict where Node gives
+    ``{index, verdict}``, so a user of both clients branched differently on each."""
     async with serving(tmp_path, watch_window=64, events_in_memory=16) as srv:
         table = await new_table(srv.client, "partnership-no-bid", {"target": 100}, seed="streams")
         await play(table, random.Random(7))
@@ -379,12 +389,24 @@ async def test_python_and_node_clients_stream_the_same_items(tmp_path: Path) -> 
         watched = {str(v): [item async for item in seat.watch(v)] for v in versions}
         assert [item["type"] for item in watched["0"]] == ["snapshot"]
         assert {item["type"] for item in watched[str(last - 1)]} == {"event"}
+        record = await table.adj.export()
+        hand = record["hands"][0]
+        play_ = next(a for a in hand["actions"] if a["type"] == "play")
+        dealt = hand["deal"]["hands"][play_["seat"]]
+        play_["card"] = next(c for cards in hand["deal"]["hands"] for c in cards if c not in dealt)
+        # Legal, a card the player was not dealt (a violation; with keep_going a list), no JSON.
+        records = [json.dumps(await table.adj.export()), json.dumps(record), "{not json"]
+        audits = [
+            [item async for item in srv.client.audit_records(records, keep_going)]
+            for keep_going in (False, True)
+        ]
         node = await _run_node(
             NODE_STREAMS,
-            *(srv.address, table.game_id, table.seat_tokens[2]),
+            *(srv.address, table.game_id, table.seat_tokens[2], json.dumps(records)),
             *map(str, versions),
         )
-    python = {"watched": watched}
+    assert [[item["index"] for item in items] for items in audits] == [[0, 1, 2]] * 2
+    python = {"watched": watched, "audits": audits}
     assert json.dumps(python, sort_keys=True) == json.dumps(node, sort_keys=True)
 
 

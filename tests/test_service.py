@@ -1199,8 +1199,9 @@ async def test_audit_records_streams_one_verdict_per_record(srv: Served) -> None
         card for other in first_hand["deal"]["hands"] for card in other if card not in dealt
     )
     texts = [json.dumps(record), json.dumps(illegal), "{not json", "[]", json.dumps({"format": 1})]
-    verdicts = [v async for v in srv.client.audit_records(texts)]
-    assert len(verdicts) == len(texts)
+    items = [item async for item in srv.client.audit_records(texts)]
+    assert [item["index"] for item in items] == list(range(len(texts)))
+    verdicts = [item["verdict"] for item in items]
     assert verdicts[0]["legal"] and verdicts[0]["finished"]
     assert verdicts[0] == json.loads(json.dumps(audit_record(record, "records[0]")))
     assert not verdicts[1]["legal"]
@@ -1217,7 +1218,7 @@ async def test_audit_records_streams_one_verdict_per_record(srv: Served) -> None
     assert "violations" in plain(raw[1].verdict)
     assert [r async for r in srv.referee.AuditRecords(pb.AuditRecordsRequest())] == []
     # The client passes keep_going on (GAME_RECORD.md §2, A.10 item 6: a violations list).
-    kept = [v async for v in srv.client.audit_records(texts[:2], keep_going=True)]
+    kept = [i["verdict"] async for i in srv.client.audit_records(texts[:2], keep_going=True)]
     assert kept[0]["violations"] == [] and kept[1]["violations"][0] == verdicts[1]["violation"]
 
 

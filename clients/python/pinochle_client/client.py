@@ -377,11 +377,17 @@ class RefereeClient:
     async def audit_records(
         self, records: Sequence[str], keep_going: bool = False
     ) -> AsyncIterator[dict[str, Any]]:
-        """One verdict per record (GAME_RECORD.md §2); a failure raises RefereeError."""
+        """One item per record, in order: ``{"index": int, "verdict": {...}}``, the verdict
+        (GAME_RECORD.md §2) for ``records[index]``, as the Node client's ``auditRecords()``
+        yields them (the AuditRecordsResponse message). Until 12-02 the items were the bare
+        verdicts: read ``item["verdict"]["legal"]`` where ``item["legal"]`` was. With
+        ``keep_going`` a verdict lists every illegal action of its record (``violations``), not
+        the first alone (``violation``); every record gets its verdict either way. A failure
+        raises RefereeError."""
         request = pb.AuditRecordsRequest(records=list(records), keep_going=keep_going)
         try:
             async for item in self.referee.AuditRecords(request):
-                yield struct_to_dict(item.verdict)
+                yield {"index": item.index, "verdict": struct_to_dict(item.verdict)}
         except (grpc.RpcError, asyncio.CancelledError, grpc.aio.UsageError) as error:
             refused = self._refusal(error)
             if refused is None:
