@@ -164,7 +164,7 @@ export interface GameEvent {
   [key: string]: Json;
 }
 
-/** One item of a WatchGame stream. */
+/** One item of a WatchGame stream (the Python client's `watch()` yields the same items). */
 export type WatchItem =
   | { type: "event"; event: GameEvent }
   | { type: "snapshot"; snapshot: { version: number; view: GameView } };
@@ -250,7 +250,8 @@ export interface RecordVerdict {
 
 /** Options of `auditRecords`: as for unary calls, but with no deadline unless one is given. */
 export interface AuditRecordsOptions extends CallOptions {
-  /** Go on after a record that fails (default: stop at the first). */
+  /** List every illegal action of a record in its verdict (`violations`), skipping each, rather
+   * than stop at the first (`violation`; the default). Every record gets a verdict either way. */
   keepGoing?: boolean;
 }
 
@@ -885,8 +886,10 @@ export class RefereeClient {
 
   /**
    * Audit pinochle-record/1 documents (JSON text, or objects such as `Session.export()` gives):
-   * one verdict per record (GAME_RECORD.md §2), `index` naming it in `records`. Without
-   * `keepGoing` the stream stops after the first record that fails. Refusals throw RefereeError.
+   * `{ index, verdict }` for each record, in order, the verdict (GAME_RECORD.md §2) for
+   * `records[index]`, as the Python client's `audit_records()` yields them. Every record gets
+   * one, legal or not; `keepGoing` lists every illegal action of a record (`violations`) where
+   * the verdict otherwise stops at the first (`violation`). Refusals throw RefereeError.
    */
   auditRecords(
     records: readonly (string | JsonObject)[],
