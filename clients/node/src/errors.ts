@@ -165,6 +165,13 @@ export function decodeStatusDetails(metadata: grpc.Metadata | undefined): RichDe
  * name), `version` the game's current version when the server said it, `fields` the request
  * fields a BadRequest named (e.g. `action.card`), `retryDelay` the seconds a rate limit asks
  * the caller to wait (from a RetryInfo; undefined otherwise).
+ *
+ * Not through `structuredClone` or `postMessage` (to a worker, a MessagePort, a
+ * BroadcastChannel): Node 20 clones an Error as a plain `Error` with its `message`, `stack` and
+ * `cause` alone, whatever its own properties (these fields are own enumerable data properties,
+ * and are dropped all the same): the copy has no `code`, `reason`, `metadata`, ... and is no
+ * `RefereeError` (its `name` is "Error"). Send its fields as plain data instead, which clones
+ * whole: `port.postMessage({ ...error, message: error.message })`.
  */
 export class RefereeError extends Error {
   override readonly name = "RefereeError";

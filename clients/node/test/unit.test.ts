@@ -158,6 +158,40 @@ test("RefereeError decodes ErrorInfo and BadRequest from grpc-status-details-bin
   assert.deepEqual(plain.fields, []);
 });
 
+test("a RefereeError's fields cross structuredClone as plain data only, as its docs say", () => {
+  const error = new RefereeError({
+    code: grpc.status.RESOURCE_EXHAUSTED,
+    details: "too many refused actions",
+    reason: "TOO_MANY_REFUSALS",
+    domain: "pinochle-referee",
+    metadata: { version: "7" },
+    fields: ["action"],
+    retryDelay: 1.5,
+  });
+  // The limitation (errors.ts, README): an Error clones as a plain Error, its message alone.
+  const clone = structuredClone<Error>(error);
+  assert.ok(clone instanceof Error);
+  assert.ok(!(clone instanceof RefereeError));
+  assert.equal(clone.message, error.message);
+  assert.deepEqual(Object.keys(clone), []);
+  // What the docs give instead: the fields as plain data, every one of them kept.
+  const sent = structuredClone({ ...error, message: error.message });
+  assert.deepEqual(sent, {
+    name: "RefereeError",
+    message: "RESOURCE_EXHAUSTED TOO_MANY_REFUSALS: too many refused actions",
+    code: grpc.status.RESOURCE_EXHAUSTED,
+    codeName: "RESOURCE_EXHAUSTED",
+    reason: "TOO_MANY_REFUSALS",
+    rawReason: "TOO_MANY_REFUSALS",
+    domain: "pinochle-referee",
+    metadata: { version: "7" },
+    fields: ["action"],
+    version: 7,
+    retryDelay: 1.5,
+    details: "too many refused actions",
+  });
+});
+
 test("createGame refuses a seed and given deals together (the deals would be dropped)", async () => {
   const client = new RefereeClient("127.0.0.1:1");
   try {
