@@ -288,3 +288,44 @@ def test_a_backup_into_a_missing_directory_names_it(
         and text == f"pinochle-referee: no directory {destination.parent} for {destination}\n"
     )
     assert not destination.parent.exists()
+
+
+@pytest.mark.parametrize("hard_links", [True, False], ids=["hard-links", "no-hard-links"])
+async def test_a_destination_made_while_the_copy_is_written_is_not_replaced(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    hard_links: bool,
+) -> None:
+    """Was: two backups to one destination started together both found it free, and the later
+    rename replaced the earlier's finished copy without a word (an existing destination is
+    refused). Now the copy takes its name only if the name is still free: the other copy stays,
+    this one goes (exit 1, "already exists"), and nothing else is left. On a file system
+    without hard links (``os.link`` refused) the same, checked just before the rename; and
+    there a backup that meets no other still finishes."""
+    source = tmp_path / "source.db"
+    store = SqliteStore(source)
+    await store.open()
+    await store.close()
+    destination = tmp_path / "copy.db"
+    if not hard_links:
+
+        def link(src: object, dst: object) -> None:
+            raise OSError(errno.EPERM, "Operation not permitted")
+
+        monkeypatch.setattr(os, "link", link)
+        code, text = _backup(capsys, source, tmp_path / "alone.db")
+        assert code == 0 and (tmp_path / "alone.db").is_file(), text
+        (tmp_path / "alone.db").unlink()
+    flush = os.fsync
+
+    def fsync(fd: int) -> None:
+        flush(fd)
+        if not destination.exists():  # the copy's flush: the other backup finishes now
+            destination.write_bytes(b"the other backup's copy")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    code, text = _backup(capsys, source, destination)
+    assert code == 1 and "already exists" in text, text
+    assert destination.read_bytes() == b"the other backup's copy"
+    assert not list(tmp_path.glob("*.partial")), "this copy is gone"

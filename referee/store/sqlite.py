@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -1227,7 +1228,7 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
             reader.close()
         with partial.open("rb+") as written:
             os.fsync(written.fileno())
-        os.replace(partial, destination)
+        _publish(partial, destination)
     except BaseException as exc:
         # Whatever stopped it (a full disk at the flush, Ctrl-C), a backup that did not finish
         # leaves no file behind, and says why in one line.
@@ -1245,6 +1246,26 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
     except OSError as exc:
         raise StoreError(f"{destination} is written but may not survive a crash: {exc}") from exc
     return _check_copy(destination)
+
+
+def _publish(partial: Path, destination: Path) -> None:
+    """Give the finished copy its name, unless a file took that name meanwhile (a second
+    backup to the same destination, started at the same moment: both found it free, and the
+    later rename replaced the earlier copy without a word, where an existing destination is
+    refused). A hard link fails when the name exists, in one step; the partial's name then goes.
+    A file system without hard links gets the rename, checked just before."""
+    try:
+        os.link(partial, destination)
+    except FileExistsError:
+        raise StoreError(f"{destination} already exists; give a new file") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if destination.exists():
+            raise StoreError(f"{destination} already exists; give a new file") from None
+        os.replace(partial, destination)
+        return
+    partial.unlink()
 
 
 def _new_partial(destination: Path) -> Path:
