@@ -457,7 +457,9 @@ def check_game_end(state: GameState, scores: list[int]) -> None:
 class TestRandomGames:
     """Every state of a random legal game keeps the deck whole, every trick has one card from each
     seat in turn order and goes to the §1.3 winner, a played-out hand's card points add up to the
-    scheme's total, and some seat can always act until the game is over."""
+    scheme's total, some seat can always act until the game is over, and every action makes an
+    event of its own (each log row holds one at least: WatchGame's reads of the log count rows
+    by events, ``referee.service.games._rows_not_wanted``)."""
 
     @staticmethod
     def _check(variant: str, options: dict[str, Any], seed: int, rng_seed: int) -> Game:
@@ -467,6 +469,8 @@ class TestRandomGames:
         check_cards_conserved(game.state)
         check_someone_can_act(game.state)
         for step in random_game(game, random.Random(rng_seed), MAX_ACTIONS):
+            # The action's own events come first, before any next hand's deal.
+            assert step.events and step.events[0].kind != "hand_started", step.action
             ledger.feed(step.events, step)
             check_cards_conserved(step.after)
             ledger.check_state(step.after)
