@@ -10,7 +10,9 @@ seq cursor (``after_seq``), and a snapshot was sent when every wanted event was 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import itertools
 import json
 import random
 import sqlite3
@@ -33,7 +35,9 @@ from tests.service_helpers import (
     SilentNetwork,
     Step,
     Table,
+    actor,
     bearer,
+    concrete,
     free_port,
     new_table,
     pick,
@@ -426,6 +430,171 @@ async def test_a_watcher_behind_memory_catches_up_from_one_read_while_the_game_m
         everything.task.cancel()
 
 
+def _rows_read(monkeypatch: pytest.MonkeyPatch, srv: Served) -> list[tuple[int, int]]:
+    """Wrap the server's ``load_log`` (as it is now: possibly wrapped already): the list it
+    returns gets each read's ``after_seq`` and the number of rows it returned."""
+    store = srv.running.store
+    load_log = store.load_log
+    reads: list[tuple[int, int]] = []
+
+    async def counted(game_id: str, after_seq: int = 0) -> list[Any]:
+        rows = await load_log(game_id, after_seq)
+        reads.append((after_seq, len(rows)))
+        return rows
+
+    monkeypatch.setattr(store, "load_log", counted)
+    return reads
+
+
+async def test_a_watcher_behind_memory_reads_only_the_rows_it_missed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was wasteful: every read of the events that had left memory read the game's whole log
+    from its first row (thousands of rows in a long game), however few events the watcher had
+    missed, and a watcher that stayed behind did so again every ``--events-in-memory`` events.
+    A read starts at the row of the first event wanted, or a little before: a watcher resuming
+    after a seq reads at most one row per event it missed (every row holds one at least), one
+    resuming from a version at most one per version after it and one per hand dealt (a row's
+    seq is at least its version + 1, the deals before it making up the rest), and a watcher
+    that fell behind again reads on from where its last read ended."""
+    async with serving(tmp_path, events_in_memory=4) as srv:
+        table = await new_table(srv.client, "partnership", seed="bounded-read")
+        everything = Collector(table.adj)
+        rng = random.Random(12)
+        await play(table, rng, hands=2)
+        live = srv.running.games.games[table.game_id]
+        await everything.wait_for_count(live.event_count)
+        events = everything.events
+        log = await srv.running.store.load_log(table.game_id)
+        assert len(log) == live.last_seq > 100 and len(events) < WINDOW
+        behind = 30
+        reads = _rows_read(monkeypatch, srv)
+        got = await until_idle(table.adj.watch(0, after_seq=len(events) - behind))
+        assert [i.get("event") for i in got] == events[-behind:]
+        [(_, rows)] = reads
+        assert rows <= behind
+        # From a version: a row per version after it, and one per deal.
+        reads.clear()
+        middle = events[-behind]["version"]
+        got = await until_idle(table.seats[1].watch(middle))
+        later = [e for e in events if e["version"] > middle]
+        assert [i.get("event") for i in got] == _audience(later, "1")
+        [(_, rows)] = reads
+        deals = sum(row.kind == "deal" for row in log)
+        assert rows <= live.state.version - middle + deals
+        # The game moves on by ten actions, more than memory holds, while the first read is
+        # read: the second read starts where the first ended.
+        monkeypatch.undo()
+        _moving_on_while_the_log_is_read(monkeypatch, srv, table, rng, [10])
+        reads = _rows_read(monkeypatch, srv)
+        held = live.event_count
+        got = await until_idle(table.adj.watch(0, after_seq=held - behind))
+        monkeypatch.undo()
+        await everything.wait_for_count(live.event_count)
+        assert [i.get("event") for i in got] == everything.events[held - behind :]
+        assert len(reads) == 2 and live.event_count - held > 4
+        assert reads[0][1] <= behind and reads[1][1] <= live.event_count - held
+        everything.task.cancel()
+
+
+async def test_where_each_row_holds_one_event_a_read_is_exactly_the_rows_missed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both of the read's bounds are exact where every row after the first deal holds one
+    event (an auction of bids alone): resuming after a seq or from a version, a watcher behind
+    memory reads exactly the rows that hold the events it wants; not one more, and not one
+    fewer, which would lose the first of them."""
+    async with serving(tmp_path, events_in_memory=2) as srv:
+        table = await new_table(srv.client, "partnership", seed="bidding war")
+        rng = random.Random(1)
+        for _ in range(8):
+            found = await actor(table)
+            assert found is not None
+            seat, entries = found
+            bid = concrete(next(e for e in entries if e["type"] == "bid"), rng)
+            await table.seats[seat].submit(bid)
+        manager = srv.running.games
+        live = manager.games[table.game_id]
+        log = await manager.store.load_log(table.game_id)
+        full: list[dict[str, Any]] = [dict(e) for row in log for e in row.events]
+        assert [len(row.events) for row in log] == [len(log[0].events)] + [1] * 8
+        last_event_of = list(itertools.accumulate(len(row.events) for row in log))
+        reads = _rows_read(monkeypatch, srv)
+        first_kept = live.event_count - len(live.events) + 1
+        resume_points = [(0, seq) for seq in range(first_kept - 1)]
+        # One event a version after the deal: these versions' next events have left memory.
+        resume_points += [(v, 0) for v in range(1, live.state.version - len(live.events))]
+        for from_version, after_seq in resume_points:
+            reads.clear()
+            stream = cast(
+                AsyncGenerator[pb.WatchGameResponse, None],
+                manager.watch(
+                    table.game_id, table.adjudicator_token, from_version, after_seq=after_seq
+                ),
+            )
+            got: list[pb.WatchGameResponse] = []
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    got.append(await asyncio.wait_for(anext(stream), 0.05))
+            await stream.aclose()
+            if after_seq or not from_version:
+                ends = zip(log, last_event_of, strict=True)
+                wanted = [row for row, last in ends if last > after_seq]
+                expected = full[after_seq:]
+            else:
+                wanted = [row for row in log if row.version > from_version]
+                expected = [e for e in full if e["version"] > from_version]
+            where = (from_version, after_seq)
+            assert [item.event.seq for item in got] == [e["seq"] for e in expected], where
+            assert reads == [(log[-1].seq - len(wanted), len(wanted))], where
+
+
+@pytest.mark.parametrize("window", [40, WINDOW])
+async def test_every_resume_point_behind_memory_gets_the_same_answer_from_fewer_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int
+) -> None:
+    """The read of the events that left memory starts at the row of the first event wanted,
+    not at the log's first row, and misses nothing: from every seq and every version of a
+    finished game (four events in memory; a window smaller than the game, or all of it), each
+    role gets exactly the events it wanted, or a snapshot when one of them is older than the
+    window, as computed from the whole log; and every read returned at most one row per event
+    (after a seq) or per version (from a version, plus one per deal) after the resume point."""
+    async with serving(tmp_path, watch_window=window, events_in_memory=4) as srv:
+        table = await new_table(srv.client, "partnership", {"target": 300}, seed="every read")
+        await play(table, random.Random(6))
+        manager = srv.running.games
+        live = await manager.load(table.game_id)
+        assert live.state.over
+        log = await manager.store.load_log(table.game_id)
+        full: list[dict[str, Any]] = [dict(e) for row in log for e in row.events]
+        ends = live.event_count
+        assert [e["seq"] for e in full] == list(range(1, ends + 1)) and 3 * 40 < ends < WINDOW
+        deals = sum(row.kind == "deal" for row in log)
+        reads = _rows_read(monkeypatch, srv)
+        for token in (table.adjudicator_token, table.seat_tokens[2]):
+            caller = manager.authenticate(live, token)
+            resume_points = [(0, seq) for seq in range(ends + 1)]
+            resume_points += [(version, 0) for version in range(1, live.state.version + 1)]
+            for from_version, after_seq in resume_points:
+                reads.clear()
+                stream = manager.watch(table.game_id, token, from_version, after_seq=after_seq)
+                got = [item async for item in stream]
+                if after_seq or not from_version:
+                    wanted = full[after_seq:]
+                    most_rows = ends - after_seq
+                else:
+                    wanted = [e for e in full if e["version"] > from_version]
+                    most_rows = live.state.version - from_version + deals
+                where = (caller.role, from_version, after_seq)
+                if wanted and wanted[0]["seq"] <= ends - window:
+                    assert [item.WhichOneof("item") for item in got] == ["snapshot"], where
+                else:
+                    expected = [e["seq"] for e in wanted if manager.visible(caller, e)]
+                    assert [item.event.seq for item in got] == expected, where
+                    assert all(item.WhichOneof("item") == "event" for item in got), where
+                assert all(rows <= most_rows for _, rows in reads), (where, reads)
+
+
 async def test_no_snapshot_when_every_event_after_from_version_is_still_kept(srv: Served) -> None:
     """Minor: the events after from_version are all in the window (it starts exactly at the next
     version), so by the proto ("older than the server keeps events") no snapshot is due; the
@@ -566,8 +735,10 @@ async def test_a_watcher_reading_the_log_on_a_replica_behind_it_stays_with_the_r
 
             async def after_a_moves_on(game_id: str, after_seq: int = 0) -> list[Any]:
                 nonlocal reads
-                reads += after_seq == 0
-                if reads == 1 and after_seq == 0:  # the watcher's: A commits, B not told
+                # The watcher's read starts before B's last row; B's catch-ups start after it.
+                watchers = after_seq < live_b.last_seq
+                reads += watchers
+                if reads == 1 and watchers:  # the watcher's first: A commits, B not told
                     for _ in range(5):
                         await step_once(on_a, rng)
                 return await load_log(game_id, after_seq)

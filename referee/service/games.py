@@ -1208,8 +1208,12 @@ class GameManager:
         during that read, never catching up while the game kept moving. Events the log holds
         beyond this replica's (another replica's commits not folded in yet) are left to memory,
         so the stream never runs ahead of this replica's copy of the game.
+
+        The read starts at the row of the first event wanted, or a little before it, never at
+        the log's start (``_rows_not_wanted``): a long game's log is thousands of rows, and a
+        watcher that stays behind memory reads again every ``events_in_memory`` events.
         """
-        rows = await self.store.load_log(live.record.game_id)
+        rows = await self.store.load_log(live.record.game_id, _rows_not_wanted(live, sent, after))
         logged = [event for row in rows for event in row.events]
         # No await from here on: ``event_count`` is what this replica has now. Every event it
         # has was durable before it was kept, so the read has those before the read began.
@@ -1339,6 +1343,31 @@ def _keep_recent_events(live: LiveGame, window: int) -> None:
     if extra > 0:
         live.dropped_version = _version(orjson.loads(live.events[extra - 1]))
         del live.events[:extra]
+
+
+def _rows_not_wanted(live: LiveGame, sent: int, after: int) -> int:
+    """The last log seq up to which no row holds an event with seq after ``sent`` and version
+    after ``after`` (-1: any version): a read of the events a watcher missed starts after it.
+
+    Log rows are not events: a row (a deal, or an accepted action) holds one or more events,
+    and one version may have two rows (an action, then the deal of the next hand). Both
+    stores number a game's rows 1, 2, ... with no gap (``_numbered_log``), and two bounds
+    follow, of which the later is taken:
+
+    * by version: row 1 is the first deal (version 0) and every version since has its own
+      action row, so a row's seq is at least its version + 1, and the rows up to seq
+      ``after + 1`` have versions up to ``after``;
+    * by event: every row holds at least one event (a deal's ``hand_started``, an action's
+      own), so the rows after the one holding event ``sent + 1``, up to this replica's last
+      (``last_seq``, which holds event ``event_count``), are at most ``event_count - sent - 1``,
+      and the rows up to ``last_seq - (event_count - sent)`` hold events up to ``sent``.
+
+    ``last_seq`` and ``event_count`` always move together (a commit, a catch-up's row), with no
+    await between; rows the log holds beyond ``last_seq`` are read, and left to memory.
+    """
+    by_version = after + 1
+    by_event = live.last_seq - (live.event_count - sent)
+    return max(0, by_version, by_event)
 
 
 def _remember_salt(live: LiveGame, deal_row: LogRow) -> None:
