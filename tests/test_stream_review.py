@@ -353,6 +353,58 @@ async def test_older_than_the_watch_window_is_still_a_snapshot(tmp_path: Path) -
         everything.task.cancel()
 
 
+async def test_a_version_surely_older_than_the_window_gets_its_snapshot_without_a_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was wasteful: a watch from a version read the game's log before deciding that it was
+    older than the watch window, and then sent the snapshot without the events read. What
+    memory keeps settles it when the version is far enough back (the last event before the
+    window is at least the last dropped one's version less one per event between them): the
+    same snapshot of the caller's view comes, and the stream goes on, without a read. A version
+    nearer the window is still decided by the read, and the one after it gets events."""
+    async with serving(tmp_path, watch_window=30, events_in_memory=5) as srv:
+        table = await new_table(srv.client, "partnership", seed="no wasted read")
+        everything = Collector(table.adj)
+        rng = random.Random(5)
+        await play(table, rng, hands=2)
+        live = srv.running.games.games[table.game_id]
+        await everything.wait_for_count(live.event_count)
+        version = live.state.version
+
+        def known_from_memory() -> tuple[int, int]:
+            """The first version the server cannot tell is older than the window without the
+            log, and the version of the last event before the window."""
+            last_dropped = live.event_count - len(live.events)
+            before_window = live.event_count - 30  # a seq
+            surely = live.dropped_version - (last_dropped - before_window)
+            return surely, everything.events[before_window - 1]["version"]
+
+        surely_older, before_window = known_from_memory()
+        assert 1 < surely_older < before_window < version
+        reads = _rows_read(monkeypatch, srv)
+        for from_version in (1, surely_older - 1):
+            stream: Any = table.seats[2].watch(from_version)
+            first = await anext(stream)
+            assert first["snapshot"]["version"] == version
+            assert first["snapshot"]["view"] == await table.seats[2].view()
+            version = await step_once(table, rng)
+            following = await asyncio.wait_for(anext(stream), 5)
+            assert following["event"]["version"] == version
+            await stream.aclose()
+            await everything.wait_for_version(version)
+        assert reads == []
+        surely_older, before_window = known_from_memory()
+        assert surely_older < before_window
+        got = await until_idle(table.seats[2].watch(before_window - 1))
+        assert [i.get("event") for i in got] == [None]  # the snapshot, decided by the read
+        assert got[0]["snapshot"]["version"] == version and len(reads) == 1
+        got = await until_idle(table.seats[2].watch(before_window))
+        events = everything.events
+        expected = _audience([e for e in events if e["version"] > before_window], "2")
+        assert len(expected) > 5 and [i.get("event") for i in got] == expected
+        everything.task.cancel()
+
+
 def _moving_on_while_the_log_is_read(
     monkeypatch: pytest.MonkeyPatch,
     srv: Served,
@@ -497,14 +549,17 @@ async def test_a_watcher_behind_memory_reads_only_the_rows_it_missed(
         everything.task.cancel()
 
 
+@pytest.mark.parametrize("window", [WINDOW, 5])
 async def test_where_each_row_holds_one_event_a_read_is_exactly_the_rows_missed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int
 ) -> None:
     """Both of the read's bounds are exact where every row after the first deal holds one
     event (an auction of bids alone): resuming after a seq or from a version, a watcher behind
     memory reads exactly the rows that hold the events it wants; not one more, and not one
-    fewer, which would lose the first of them."""
-    async with serving(tmp_path, events_in_memory=2) as srv:
+    fewer, which would lose the first of them. So is memory's bound on the version of the last
+    event before the window: with a window of 5, a watcher that wants an event older than it
+    gets a snapshot with no read, and one that does not gets its events."""
+    async with serving(tmp_path, watch_window=window, events_in_memory=2) as srv:
         table = await new_table(srv.client, "partnership", seed="bidding war")
         rng = random.Random(1)
         for _ in range(8):
@@ -545,6 +600,10 @@ async def test_where_each_row_holds_one_event_a_read_is_exactly_the_rows_missed(
                 wanted = [row for row in log if row.version > from_version]
                 expected = [e for e in full if e["version"] > from_version]
             where = (from_version, after_seq)
+            if expected[0]["seq"] <= live.event_count - window:
+                assert [item.WhichOneof("item") for item in got] == ["snapshot"], where
+                assert reads == [], where
+                continue
             assert [item.event.seq for item in got] == [e["seq"] for e in expected], where
             assert reads == [(log[-1].seq - len(wanted), len(wanted))], where
 

@@ -1140,7 +1140,7 @@ class GameManager:
             if first_kept > sent + 1 and live.dropped_version > after:
                 resumable_from = live.event_count - self.watch_window + 1
                 read: tuple[list[Mapping[str, object]], int] | None = None
-                if after >= 0 or sent + 1 >= resumable_from:  # else a snapshot is due: no read
+                if not _surely_older_than_the_window(live, sent, after, resumable_from):
                     read = await self._events_left_memory(live, sent, after)
                 if read is not None and (not read[0] or _seq(read[0][0]) >= resumable_from):
                     older, through = read
@@ -1343,6 +1343,28 @@ def _keep_recent_events(live: LiveGame, window: int) -> None:
     if extra > 0:
         live.dropped_version = _version(orjson.loads(live.events[extra - 1]))
         del live.events[:extra]
+
+
+def _surely_older_than_the_window(
+    live: LiveGame, sent: int, after: int, resumable_from: int
+) -> bool:
+    """Whether a watcher that has had the events up to seq ``sent`` and wants those with a
+    version after ``after`` (-1: any) wants one older than the watch window (which starts at
+    seq ``resumable_from``), as far as memory tells: a snapshot is then due whatever the log
+    holds, and reading it would be wasted. False leaves the answer to the read.
+
+    The last event before the window decides: a wanted event before it makes it wanted too
+    (versions never decrease). It has left memory, but its version is at least the last dropped
+    event's (``dropped_version``) less one for each event between them: every version after 0
+    has an event of its own (``_rows_not_wanted``). A watcher after a seq, or from version 0,
+    wants every version, so memory always tells; one from a later version, when the bound falls
+    short of it (the answer may be events, or still a snapshot), reads.
+    """
+    before_window = resumable_from - 1
+    if before_window <= sent:
+        return False
+    last_dropped = live.event_count - len(live.events)
+    return max(0, live.dropped_version - (last_dropped - before_window)) > after
 
 
 def _rows_not_wanted(live: LiveGame, sent: int, after: int) -> int:
