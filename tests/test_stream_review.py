@@ -16,7 +16,7 @@ import itertools
 import json
 import random
 import sqlite3
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -606,6 +606,53 @@ async def test_where_each_row_holds_one_event_a_read_is_exactly_the_rows_missed(
                 continue
             assert [item.event.seq for item in got] == [e["seq"] for e in expected], where
             assert reads == [(log[-1].seq - len(wanted), len(wanted))], where
+
+
+async def test_a_log_row_without_events_does_not_cut_a_read_short(tmp_path: Path) -> None:
+    """The read of the events that left memory counts on every log row holding an event to
+    skip the rows before the first one wanted; this code writes none without, but a log may
+    hold one (written elsewhere, or edited). Was a bug then: the read started past the events
+    wanted, found none, and the watcher read the log again and again, sending nothing. The
+    read checks that its first row holds the first event wanted, or one before it, and
+    otherwise reads from where the rows' versions alone say to."""
+    async with serving(tmp_path, events_in_memory=2) as srv:
+        table = await new_table(srv.client, "partnership", seed="a row without events")
+        rng = random.Random(1)
+        for _ in range(8):
+            found = await actor(table)
+            assert found is not None
+            seat, entries = found
+            await table.seats[seat].submit(
+                concrete(next(e for e in entries if e["type"] == "bid"), rng)
+            )
+        log = await srv.running.store.load_log(table.game_id)
+    assert [len(row.events) for row in log][1:] == [1] * 8  # the deal, then eight bids
+    # The last four bids' events move to the bid before them: four rows hold none.
+    moved = [e for row in log[-5:] for e in row.events]
+    db = tmp_path / "x.db"
+    _sql(db, "UPDATE log SET events = ? WHERE seq = ?", json.dumps(moved), log[-5].seq)
+    _sql(db, "UPDATE log SET events = '[]' WHERE seq > ?", log[-5].seq)
+    async with serving(tmp_path, events_in_memory=2) as srv:
+        manager = srv.running.games
+        live = await manager.load(table.game_id)
+        assert live.event_count == len(log) + len(log[0].events) - 1 and live.last_seq == 9
+        after_seq = _seq_of(moved[0])  # two of the events after it have left memory
+        stream = cast(
+            AsyncGenerator[pb.WatchGameResponse, None],
+            manager.watch(table.game_id, table.adjudicator_token, 0, after_seq=after_seq),
+        )
+        got: list[pb.WatchGameResponse] = []
+        with contextlib.suppress(TimeoutError):
+            while True:
+                got.append(await asyncio.wait_for(anext(stream), 1))
+        await stream.aclose()
+        assert [item.event.seq for item in got] == [_seq_of(e) for e in moved[1:]]
+
+
+def _seq_of(event: Mapping[str, object]) -> int:
+    seq = event["seq"]
+    assert isinstance(seq, int)
+    return seq
 
 
 @pytest.mark.parametrize("window", [40, WINDOW])

@@ -1213,7 +1213,15 @@ class GameManager:
         the log's start (``_rows_not_wanted``): a long game's log is thousands of rows, and a
         watcher that stays behind memory reads again every ``events_in_memory`` events.
         """
-        rows = await self.store.load_log(live.record.game_id, _rows_not_wanted(live, sent, after))
+        game_id = live.record.game_id
+        by_version, by_event = _rows_not_wanted(live, sent, after)
+        rows = await self.store.load_log(game_id, max(by_version, by_event))
+        if by_event > by_version and not _reaches_event(rows, sent + 1):
+            # A row without events (this code writes none; a log written elsewhere, or edited)
+            # made the count by events skip too far: the bound by version holds whatever the
+            # rows hold. Unchecked, the watcher lost the events skipped, or, finding none it
+            # wanted, read again for ever.
+            rows = await self.store.load_log(game_id, by_version)
         logged = [event for row in rows for event in row.events]
         # No await from here on: ``event_count`` is what this replica has now. Every event it
         # has was durable before it was kept, so the read has those before the read began.
@@ -1356,9 +1364,11 @@ def _surely_older_than_the_window(
     The last event before the window decides: a wanted event before it makes it wanted too
     (versions never decrease). It has left memory, but its version is at least the last dropped
     event's (``dropped_version``) less one for each event between them: every version after 0
-    has an event of its own (``_rows_not_wanted``). A watcher after a seq, or from version 0,
-    wants every version, so memory always tells; one from a later version, when the bound falls
-    short of it (the answer may be events, or still a snapshot), reads.
+    has an event of its own (``_rows_not_wanted``; were a log row without events, this could
+    only send a snapshot where events would do, which the protocol allows). A watcher after a
+    seq, or from version 0, wants every version, so memory always tells; one from a later
+    version, when the bound falls short of it (the answer may be events, or still a snapshot),
+    reads.
     """
     before_window = resumable_from - 1
     if before_window <= sent:
@@ -1367,14 +1377,13 @@ def _surely_older_than_the_window(
     return max(0, live.dropped_version - (last_dropped - before_window)) > after
 
 
-def _rows_not_wanted(live: LiveGame, sent: int, after: int) -> int:
-    """The last log seq up to which no row holds an event with seq after ``sent`` and version
-    after ``after`` (-1: any version): a read of the events a watcher missed starts after it.
+def _rows_not_wanted(live: LiveGame, sent: int, after: int) -> tuple[int, int]:
+    """Two log seqs up to which no row holds an event with seq after ``sent`` and version after
+    ``after`` (-1: any version): a read of the events a watcher missed starts after the later.
 
     Log rows are not events: a row (a deal, or an accepted action) holds one or more events,
     and one version may have two rows (an action, then the deal of the next hand). Both
-    stores number a game's rows 1, 2, ... with no gap (``_numbered_log``), and two bounds
-    follow, of which the later is taken:
+    stores number a game's rows 1, 2, ... with no gap (``_numbered_log``), and so:
 
     * by version: row 1 is the first deal (version 0) and every version since has its own
       action row, so a row's seq is at least its version + 1, and the rows up to seq
@@ -1382,14 +1391,21 @@ def _rows_not_wanted(live: LiveGame, sent: int, after: int) -> int:
     * by event: every row holds at least one event (a deal's ``hand_started``, an action's
       own), so the rows after the one holding event ``sent + 1``, up to this replica's last
       (``last_seq``, which holds event ``event_count``), are at most ``event_count - sent - 1``,
-      and the rows up to ``last_seq - (event_count - sent)`` hold events up to ``sent``.
+      and the rows up to ``last_seq - (event_count - sent)`` hold events up to ``sent``. A row
+      without events would make this one skip too far: the reader checks (``_reaches_event``).
 
     ``last_seq`` and ``event_count`` always move together (a commit, a catch-up's row), with no
     await between; rows the log holds beyond ``last_seq`` are read, and left to memory.
     """
-    by_version = after + 1
+    by_version = max(0, after + 1)
     by_event = live.last_seq - (live.event_count - sent)
-    return max(0, by_version, by_event)
+    return by_version, by_event
+
+
+def _reaches_event(rows: Sequence[LogRow], seq: int) -> bool:
+    """Whether the first of ``rows`` holds event ``seq`` or an earlier one, so that the rows
+    before it hold none after ``seq - 1``."""
+    return bool(rows) and bool(rows[0].events) and _seq(rows[0].events[0]) <= seq
 
 
 def _remember_salt(live: LiveGame, deal_row: LogRow) -> None:
