@@ -549,63 +549,72 @@ async def test_a_watcher_behind_memory_reads_only_the_rows_it_missed(
         everything.task.cancel()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=postgres_marks())])
 @pytest.mark.parametrize("window", [WINDOW, 5])
 async def test_where_each_row_holds_one_event_a_read_is_exactly_the_rows_missed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: int, backend: str
 ) -> None:
     """Both of the read's bounds are exact where every row after the first deal holds one
     event (an auction of bids alone): resuming after a seq or from a version, a watcher behind
     memory reads exactly the rows that hold the events it wants; not one more, and not one
     fewer, which would lose the first of them. So is memory's bound on the version of the last
     event before the window: with a window of 5, a watcher that wants an event older than it
-    gets a snapshot with no read, and one that does not gets its events."""
-    async with serving(tmp_path, watch_window=window, events_in_memory=2) as srv:
-        table = await new_table(srv.client, "partnership", seed="bidding war")
-        rng = random.Random(1)
-        for _ in range(8):
-            found = await actor(table)
-            assert found is not None
-            seat, entries = found
-            bid = concrete(next(e for e in entries if e["type"] == "bid"), rng)
-            await table.seats[seat].submit(bid)
-        manager = srv.running.games
-        live = manager.games[table.game_id]
-        log = await manager.store.load_log(table.game_id)
-        full: list[dict[str, Any]] = [dict(e) for row in log for e in row.events]
-        assert [len(row.events) for row in log] == [len(log[0].events)] + [1] * 8
-        last_event_of = list(itertools.accumulate(len(row.events) for row in log))
-        reads = _rows_read(monkeypatch, srv)
-        first_kept = live.event_count - len(live.events) + 1
-        resume_points = [(0, seq) for seq in range(first_kept - 1)]
-        # One event a version after the deal: these versions' next events have left memory.
-        resume_points += [(v, 0) for v in range(1, live.state.version - len(live.events))]
-        for from_version, after_seq in resume_points:
-            reads.clear()
-            stream = cast(
-                AsyncGenerator[pb.WatchGameResponse, None],
-                manager.watch(
-                    table.game_id, table.adjudicator_token, from_version, after_seq=after_seq
-                ),
-            )
-            got: list[pb.WatchGameResponse] = []
-            with contextlib.suppress(TimeoutError):
-                while True:
-                    got.append(await asyncio.wait_for(anext(stream), 0.05))
-            await stream.aclose()
-            if after_seq or not from_version:
-                ends = zip(log, last_event_of, strict=True)
-                wanted = [row for row, last in ends if last > after_seq]
-                expected = full[after_seq:]
-            else:
-                wanted = [row for row in log if row.version > from_version]
-                expected = [e for e in full if e["version"] > from_version]
-            where = (from_version, after_seq)
-            if expected[0]["seq"] <= live.event_count - window:
-                assert [item.WhichOneof("item") for item in got] == ["snapshot"], where
-                assert reads == [], where
-                continue
-            assert [item.event.seq for item in got] == [e["seq"] for e in expected], where
-            assert reads == [(log[-1].seq - len(wanted), len(wanted))], where
+    gets a snapshot with no read, and one that does not gets its events. Both stores number a
+    game's log rows alike, so the same reads come from each."""
+    with contextlib.ExitStack() as stack:
+        db: dict[str, str] = {}
+        if backend == "postgres":
+            schema = stack.enter_context(postgres_schema("stream_review"))
+            db = {"db": POSTGRES_URL, "db_schema": schema}
+        async with serving(tmp_path, watch_window=window, events_in_memory=2, **db) as srv:
+            table = await new_table(srv.client, "partnership", seed="bidding war")
+            rng = random.Random(1)
+            for _ in range(8):
+                found = await actor(table)
+                assert found is not None
+                seat, entries = found
+                bid = concrete(next(e for e in entries if e["type"] == "bid"), rng)
+                await table.seats[seat].submit(bid)
+            manager = srv.running.games
+            live = manager.games[table.game_id]
+            log = await manager.store.load_log(table.game_id)
+            full: list[dict[str, Any]] = [dict(e) for row in log for e in row.events]
+            assert [len(row.events) for row in log] == [len(log[0].events)] + [1] * 8
+            last_event_of = list(itertools.accumulate(len(row.events) for row in log))
+            reads = _rows_read(monkeypatch, srv)
+            first_kept = live.event_count - len(live.events) + 1
+            resume_points = [(0, seq) for seq in range(first_kept - 1)]
+            # One event a version after the deal: these versions' next events have left memory.
+            resume_points += [(v, 0) for v in range(1, live.state.version - len(live.events))]
+            for from_version, after_seq in resume_points:
+                reads.clear()
+                stream = cast(
+                    AsyncGenerator[pb.WatchGameResponse, None],
+                    manager.watch(
+                        table.game_id, table.adjudicator_token, from_version, after_seq=after_seq
+                    ),
+                )
+                got: list[pb.WatchGameResponse] = []
+                with contextlib.suppress(TimeoutError):
+                    while True:
+                        got.append(await asyncio.wait_for(anext(stream), 0.05))
+                await stream.aclose()
+                # PostgreSQL: each watch catches the game up first, reading after its last row.
+                watchers = [read for read in reads if read[0] < live.last_seq]
+                if after_seq or not from_version:
+                    ends = zip(log, last_event_of, strict=True)
+                    wanted = [row for row, last in ends if last > after_seq]
+                    expected = full[after_seq:]
+                else:
+                    wanted = [row for row in log if row.version > from_version]
+                    expected = [e for e in full if e["version"] > from_version]
+                where = (from_version, after_seq)
+                if expected[0]["seq"] <= live.event_count - window:
+                    assert [item.WhichOneof("item") for item in got] == ["snapshot"], where
+                    assert watchers == [], where
+                    continue
+                assert [item.event.seq for item in got] == [e["seq"] for e in expected], where
+                assert watchers == [(log[-1].seq - len(wanted), len(wanted))], where
 
 
 async def test_a_log_row_without_events_does_not_cut_a_read_short(tmp_path: Path) -> None:
