@@ -22,7 +22,14 @@ import pytest_asyncio
 
 from referee.service.errors import ServiceError
 from referee.service.games import Created, GameManager
-from referee.store.base import AuditRow, Commit, GameStore, StoreError, VersionConflict
+from referee.store.base import (
+    AuditRow,
+    Commit,
+    GameStore,
+    LogRow,
+    StoreError,
+    VersionConflict,
+)
 from referee.store.postgres import PostgresStore
 from referee.store.sqlite import SqliteStore
 from tests.test_store import (
@@ -371,6 +378,34 @@ async def test_a_request_id_reused_for_another_action_is_not_answered_as_accepte
         ("x", "accepted", ""),
         ("x", "refused", "REQUEST_ID_REUSED"),
     ]
+
+
+async def test_a_retry_reads_the_log_from_its_own_action_on(
+    sqlite: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retry is checked against the action logged at its version, read from the row that
+    must hold it (a row's seq is at least its version + 1), not from the log's first row: a
+    long game's log is thousands of rows, and this read came with every retry."""
+    games = GameManager(sqlite)
+    created = await new_managed_game(games)
+    gid, tokens = created.game_id, created.seat_tokens
+    answers = [await games.submit(gid, tokens[1], BID, 0, "b")]
+    for version, seat in ((1, 2), (2, 3), (3, 0)):
+        answers.append(await games.submit(gid, tokens[seat], PASS, version, f"p{version}"))
+    reads: list[int] = []
+    load_log = sqlite.load_log
+
+    async def counted(game_id: str, after_seq: int = 0) -> list[LogRow]:
+        reads.append(after_seq)
+        return await load_log(game_id, after_seq)
+
+    monkeypatch.setattr(sqlite, "load_log", counted)
+    assert await games.submit(gid, tokens[2], PASS, 1, "p1") == answers[1]  # a retry
+    assert await games.submit(gid, tokens[0], PASS, 3, "p3") == answers[3]
+    with pytest.raises(ServiceError) as caught:  # the id of a pass, with a bid: not a retry
+        await games.submit(gid, tokens[3], {"type": "bid", "amount": 260}, 2, "p2")
+    assert caught.value.reason == "REQUEST_ID_REUSED"
+    assert reads == [2, 4, 3]
 
 
 async def test_a_retry_after_a_restart_returns_the_stored_response(tmp_path: Path) -> None:

@@ -808,8 +808,14 @@ class GameManager:
         )
 
     async def _logged_action(self, game_id: str, version: int) -> Mapping[str, object] | None:
-        """The canonical action that made ``version`` (a rare read: retries only)."""
-        for row in await self.store.load_log(game_id):
+        """The canonical action that made ``version`` (a rare read: retries only).
+
+        Read from the row it must be in or later: a row's seq is at least its version + 1
+        (``_rows_not_wanted``), so the rows up to seq ``version`` are older. Was the whole log,
+        thousands of rows in a long game, for each retry."""
+        for row in await self.store.load_log(game_id, version):
+            if row.version > version:
+                break
             if row.kind == "action" and row.version == version:
                 return row.payload
         return None
