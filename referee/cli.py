@@ -221,7 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ends it with 130, the shell's status for an interrupted command: neither is a traceback.
     """
     try:
-        return _main(argv)
+        status = _main(argv)
+        if sys.stdout is not None:
+            # Here, where a failure is reported: a short output (every command's but audit's,
+            # which flushes its own) waited in the buffer for Python's flush at exit, and a
+            # full disk failed there ("Exception ignored ...", exit 120).
+            sys.stdout.flush()
+        return status
     except BrokenPipeError:
         _discard_stdout()
         return 128 + signal.SIGPIPE

@@ -1065,6 +1065,44 @@ def test_output_that_is_closed_is_one_line(tmp_path: Path, command: str, redirec
     assert not (tmp_path / "copy.db").exists()
 
 
+def _buffered_environment() -> dict[str, str]:
+    """The environment without PYTHONUNBUFFERED: standard output block-buffered, as for a user
+    who runs the command (the test runner's environment may set it, and so may deploy/'s
+    image)."""
+    return {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+@pytest.mark.parametrize("redirect", [">/dev/full", "1</dev/null"])
+@pytest.mark.parametrize("command", _COMMANDS_THAT_PRINT)
+def test_output_that_fails_at_the_last_write_is_one_line(
+    tmp_path: Path, command: str, redirect: str
+) -> None:
+    """Was: a command whose output fits Python's buffer (every one but audit, which flushes,
+    and an export too large for it) wrote nothing until Python's own flush at exit, which
+    failed there: "Exception ignored in: <_io.TextIOWrapper name='<stdout>' ...>", "OSError:
+    [Errno 28] No space left on device" and exit 120, not the one line and exit 1 the README
+    gives a full disk (or an output opened for reading only). Unseen with PYTHONUNBUFFERED set,
+    which writes each line at once. Now standard output is flushed before the command's status
+    is returned."""
+    argv, stdin = _commands_that_print(tmp_path)[command]
+    done = subprocess.run(
+        ["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-m", "referee.cli", *argv],
+        input=stdin,
+        stdout=subprocess.DEVNULL,  # replaced by the redirection
+        stderr=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parent.parent,
+        env=_buffered_environment(),
+        timeout=120,
+        check=False,
+    )
+    reason = "No space left on device" if redirect == ">/dev/full" else "Bad file descriptor"
+    assert (done.returncode, done.stderr.decode()) == (
+        1,
+        f"pinochle-referee: cannot write the output: {reason}\n",
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "expected_status", "expected_stderr"),
     [
