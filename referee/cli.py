@@ -117,9 +117,36 @@ def _run_query() -> int:
         queries = _stdin()
     except OSError as error:
         return _unreadable_stdin(error)
-    for line in run_queries(queries):  # bytes: each line must be UTF-8 (§1)
-        print(line)
+    try:
+        for line in run_queries(_lines_read(queries)):  # bytes: each line must be UTF-8 (§1)
+            print(line)
+    except _InputFailed as failed:
+        sys.stdout.flush()  # the answers to the lines read come first
+        return _unreadable_stdin(failed.error)
     return 0
+
+
+class _InputFailed(Exception):
+    """A read of standard input failed: the input's failure, told apart from the output's
+    (an EBADF reaching ``main`` is taken for the output's)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _lines_read(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of ``stream``; a failure to read it raises ``_InputFailed``. Was the OSError
+    itself: standard input open for writing only (``0>FILE``) made ``query`` say "cannot write
+    the output: Bad file descriptor" (exit 1), blaming an output that was fine."""
+    while True:
+        try:
+            line = stream.readline()
+        except OSError as error:
+            raise _InputFailed(error) from error
+        if not line:
+            return
+        yield line
 
 
 def _stdin() -> BinaryIO:

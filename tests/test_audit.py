@@ -1103,6 +1103,25 @@ def test_output_that_fails_at_the_last_write_is_one_line(
     )
 
 
+def test_standard_input_opened_for_writing_only_is_the_inputs_failure() -> None:
+    """Was: ``query`` with standard input open for writing only (``0>/dev/null``) met EBADF
+    reading it, and main took every EBADF for the output's: "cannot write the output: Bad file
+    descriptor", exit 1, about an output that was fine. Now it is the input's failure, as for
+    a closed standard input: one line and exit 2 (audit - and verify-deal - were already)."""
+    done = subprocess.run(
+        ["sh", "-c", 'exec "$@" 0>/dev/null', "sh", sys.executable, "-m", "referee.cli", "query"],
+        capture_output=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr.decode()) == (
+        2,
+        b"",
+        "pinochle-referee: cannot read standard input: Bad file descriptor\n",
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "expected_status", "expected_stderr"),
     [
