@@ -329,3 +329,27 @@ async def test_a_destination_made_while_the_copy_is_written_is_not_replaced(
     assert code == 1 and "already exists" in text, text
     assert destination.read_bytes() == b"the other backup's copy"
     assert not list(tmp_path.glob("*.partial")), "this copy is gone"
+
+
+async def test_a_destination_whose_name_is_near_the_longest_allowed_is_backed_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was a regression: the copy in progress is named DESTINATION.<random>.partial, 21
+    characters more than the destination's name (DESTINATION.partial was 8), so a destination
+    whose name was within 21 characters of the file system's longest (NAME_MAX, 255 bytes on
+    most) was refused, "File name too long", naming a file nobody gave. Such a name is a
+    destination like any other: the copy's own name is shortened to fit, and nothing is left
+    beside it."""
+    source = tmp_path / "source.db"
+    store = SqliteStore(source)
+    await store.open()
+    await store.close()
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    longest = os.pathconf(backups, "PC_NAME_MAX")
+    for length in (longest - len(".partial-journal"), longest):
+        destination = backups / ("é" + "b" * (length - len("é".encode()) - 3) + ".db")
+        assert len(os.fsencode(destination.name)) == length
+        code, text = _backup(capsys, source, destination)
+        assert code == 0, text
+    assert len(list(backups.iterdir())) == 2

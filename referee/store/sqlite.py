@@ -1270,7 +1270,8 @@ def _publish(partial: Path, destination: Path) -> None:
 
 def _new_partial(destination: Path) -> Path:
     """A new empty file beside ``destination`` for the copy to be written in, named
-    ``DESTINATION.<random>.partial``: created here (``O_EXCL``), so it is no other file. Was
+    ``DESTINATION.<random>.partial`` (``DESTINATION`` cut short when the whole would be longer
+    than a name may be): created here (``O_EXCL``), so it is no other file. Was
     ``DESTINATION.partial``, deleted first when it existed and then written, so a file of that
     name (another user's, or a concurrent backup's copy half-written) was lost.
 
@@ -1278,8 +1279,19 @@ def _new_partial(destination: Path) -> Path:
     would be too, where it has always had the permissions SQLite gives a new database (0644
     less the umask), as the server's own database has; serving a restore from another account
     would be refused."""
+    try:
+        longest = os.pathconf(destination.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        longest = 255
     while True:
-        partial = destination.with_name(f"{destination.name}.{secrets.token_hex(6)}.partial")
+        suffix = f".{secrets.token_hex(6)}.partial"
+        # Shortened to fit the file system's longest name, with room for the journal SQLite
+        # writes beside it (PARTIAL-journal): a destination whose name was within that of it
+        # was refused ("File name too long", or SQLite's "unable to open database file").
+        name = destination.name
+        while name and len(os.fsencode(name + suffix + "-journal")) > longest:
+            name = name[:-1]
+        partial = destination.with_name(name + suffix)
         try:
             os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         except FileExistsError:
