@@ -290,12 +290,14 @@ def test_a_backup_into_a_missing_directory_names_it(
     assert not destination.parent.exists()
 
 
-@pytest.mark.parametrize("hard_links", [True, False], ids=["hard-links", "no-hard-links"])
+@pytest.mark.parametrize(
+    "link_error", [None, errno.EPERM, errno.ENOSYS], ids=["hard-links", "EPERM", "ENOSYS"]
+)
 async def test_a_destination_made_while_the_copy_is_written_is_not_replaced(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    hard_links: bool,
+    link_error: int | None,
 ) -> None:
     """Was: two backups to one destination started together both found it free, and the later
     rename replaced the earlier's finished copy without a word (an existing destination is
@@ -308,10 +310,10 @@ async def test_a_destination_made_while_the_copy_is_written_is_not_replaced(
     await store.open()
     await store.close()
     destination = tmp_path / "copy.db"
-    if not hard_links:
+    if link_error is not None:
 
         def link(src: object, dst: object) -> None:
-            raise OSError(errno.EPERM, "Operation not permitted")
+            raise OSError(link_error, os.strerror(link_error))
 
         monkeypatch.setattr(os, "link", link)
         code, text = _backup(capsys, source, tmp_path / "alone.db")

@@ -1248,6 +1248,12 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
     return _check_copy(destination)
 
 
+# What link() answers where the file system has no hard links (or no more for this file).
+_NO_HARD_LINK = frozenset(
+    {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS}
+)
+
+
 def _publish(partial: Path, destination: Path) -> None:
     """Give the finished copy its name, unless a file took that name meanwhile (a second
     backup to the same destination, started at the same moment: both found it free, and the
@@ -1259,7 +1265,7 @@ def _publish(partial: Path, destination: Path) -> None:
     except FileExistsError:
         raise StoreError(f"{destination} already exists; give a new file") from None
     except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+        if exc.errno not in _NO_HARD_LINK:
             raise
         if destination.exists():
             raise StoreError(f"{destination} already exists; give a new file") from None
