@@ -13,7 +13,7 @@ import select
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -1005,6 +1005,25 @@ def _stored_game(db: Path) -> str:
     return asyncio.run(create())
 
 
+def _redirected(
+    argv: Sequence[str],
+    redirect: str,
+    stdin: bytes = b"",
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
+    """``pinochle-referee ARGV`` run by the shell with ``redirect`` (``>&-``, ``<&-``, ...)
+    applied to it; its standard output is captured unless the redirection replaces it."""
+    return subprocess.run(
+        ["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-m", "referee.cli", *argv],
+        input=stdin,
+        capture_output=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
 _COMMANDS_THAT_PRINT = ("audit", "query", "export", "backup", "downgrade", "verify-deal", "demo")
 
 
@@ -1051,15 +1070,7 @@ def test_output_that_is_closed_is_one_line(tmp_path: Path, command: str, redirec
     )
     assert (done.returncode, done.stdout != b"") == (0, True), done.stderr
     (tmp_path / "copy.db").unlink(missing_ok=True)
-    done = subprocess.run(
-        ["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-m", "referee.cli", *argv],
-        input=stdin,
-        stdout=subprocess.DEVNULL,  # replaced by the redirection
-        stderr=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parent.parent,
-        timeout=120,
-        check=False,
-    )
+    done = _redirected(argv, redirect, stdin)
     assert done.returncode == 1, done.stderr.decode()
     assert done.stderr == b"pinochle-referee: cannot write the output: Bad file descriptor\n"
     assert not (tmp_path / "copy.db").exists()
@@ -1086,16 +1097,7 @@ def test_output_that_fails_at_the_last_write_is_one_line(
     which writes each line at once. Now standard output is flushed before the command's status
     is returned."""
     argv, stdin = _commands_that_print(tmp_path)[command]
-    done = subprocess.run(
-        ["sh", "-c", f'exec "$@" {redirect}', "sh", sys.executable, "-m", "referee.cli", *argv],
-        input=stdin,
-        stdout=subprocess.DEVNULL,  # replaced by the redirection
-        stderr=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parent.parent,
-        env=_buffered_environment(),
-        timeout=120,
-        check=False,
-    )
+    done = _redirected(argv, redirect, stdin, env=_buffered_environment())
     reason = "No space left on device" if redirect == ">/dev/full" else "Bad file descriptor"
     assert (done.returncode, done.stderr.decode()) == (
         1,
@@ -1108,13 +1110,7 @@ def test_standard_input_opened_for_writing_only_is_the_inputs_failure() -> None:
     reading it, and main took every EBADF for the output's: "cannot write the output: Bad file
     descriptor", exit 1, about an output that was fine. Now it is the input's failure, as for
     a closed standard input: one line and exit 2 (audit - and verify-deal - were already)."""
-    done = subprocess.run(
-        ["sh", "-c", 'exec "$@" 0>/dev/null', "sh", sys.executable, "-m", "referee.cli", "query"],
-        capture_output=True,
-        cwd=Path(__file__).resolve().parent.parent,
-        timeout=120,
-        check=False,
-    )
+    done = _redirected(["query"], "0>/dev/null")
     assert (done.returncode, done.stdout, done.stderr.decode()) == (
         2,
         b"",
@@ -1142,13 +1138,7 @@ def test_input_that_is_closed_is_the_inputs_failure(
     ``query``, ``verify-deal ... -`` and ``audit -`` ended in an AttributeError traceback. Now
     it is the input's failure, as a file that cannot be read is: one line and exit 2 (audit: the
     record's verdict says standard input cannot be read)."""
-    done = subprocess.run(
-        ["sh", "-c", 'exec "$@" <&-', "sh", sys.executable, "-m", "referee.cli", *argv],
-        capture_output=True,
-        cwd=Path(__file__).resolve().parent.parent,
-        timeout=120,
-        check=False,
-    )
+    done = _redirected(argv, "<&-")
     assert (done.returncode, done.stderr) == (expected_status, expected_stderr), done.stderr
     if argv[0] == "audit":
         verdict = json.loads(done.stdout)
