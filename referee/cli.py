@@ -31,9 +31,9 @@ def _audit_file(path: str, keep_going: bool) -> dict[str, object]:
     stdin is read as bytes, not in the locale's encoding, so the same bytes get the same
     verdict either way."""
     try:
-        data = _stdin().read() if path == "-" else Path(path).read_bytes()
+        data = _read_stdin() if path == "-" else Path(path).read_bytes()
         text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+    except (_InputFailed, OSError, UnicodeDecodeError) as error:  # _InputFailed: its OSError
         what = "standard input" if path == "-" else "the file"
         return {"record": path, "error": f"cannot read {what}: {error}"}
     return audit_text(text, path, keep_going)
@@ -114,31 +114,45 @@ def _run_query() -> int:
     from referee.query import run_queries  # noqa: PLC0415 - audit runs need none of it
 
     try:
-        queries = _stdin()
-    except OSError as error:
-        return _unreadable_stdin(error)
-    try:
-        for line in run_queries(_lines_read(queries)):  # bytes: each line must be UTF-8 (§1)
+        for line in run_queries(_stdin_lines()):  # bytes: each line must be UTF-8 (§1)
             print(line)
     except _InputFailed as failed:
         sys.stdout.flush()  # the answers to the lines read come first
-        return _unreadable_stdin(failed.error)
+        return _unreadable_stdin(failed)
     return 0
 
 
 class _InputFailed(Exception):
-    """A read of standard input failed: the input's failure, told apart from the output's
-    (an EBADF reaching ``main`` is taken for the output's)."""
+    """Standard input could not be read: the input's failure, which each command reports as
+    its own (one line and exit 2; ``audit -``: the record's verdict). Raised as the OSError
+    itself it reached ``main``, which takes an EBADF for the output's: ``query`` with standard
+    input open for writing only (``0>FILE``) said "cannot write the output" (exit 1)."""
 
     def __init__(self, error: OSError) -> None:
         super().__init__(error)
         self.error = error
 
 
-def _lines_read(stream: BinaryIO) -> Iterator[bytes]:
-    """The lines of ``stream``; a failure to read it raises ``_InputFailed``. Was the OSError
-    itself: standard input open for writing only (``0>FILE``) made ``query`` say "cannot write
-    the output: Bad file descriptor" (exit 1), blaming an output that was fine."""
+def _stdin() -> BinaryIO:
+    """Standard input as bytes. Started closed (``<&-``), Python makes ``sys.stdin`` None,
+    and ``audit -``, ``query`` and ``verify-deal ... -`` ended in an AttributeError
+    traceback: that is the EBADF a read would meet."""
+    if sys.stdin is None:
+        raise _InputFailed(OSError(errno.EBADF, os.strerror(errno.EBADF)))
+    return sys.stdin.buffer
+
+
+def _read_stdin() -> bytes:
+    """All of standard input; raises ``_InputFailed``."""
+    try:
+        return _stdin().read()
+    except OSError as error:
+        raise _InputFailed(error) from error
+
+
+def _stdin_lines() -> Iterator[bytes]:
+    """Standard input's lines, as they come; raises ``_InputFailed``."""
+    stream = _stdin()
     while True:
         try:
             line = stream.readline()
@@ -149,18 +163,8 @@ def _lines_read(stream: BinaryIO) -> Iterator[bytes]:
         yield line
 
 
-def _stdin() -> BinaryIO:
-    """Standard input as bytes, or the error a read would meet (EBADF) when the command was
-    started with it closed (``<&-``): Python then makes ``sys.stdin`` None, and ``audit -``,
-    ``query`` and ``verify-deal ... -`` ended in an AttributeError traceback. Each caller
-    reports it as its own input's failure (an EBADF reaching ``main`` is the output's)."""
-    if sys.stdin is None:
-        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
-    return sys.stdin.buffer
-
-
-def _unreadable_stdin(error: OSError) -> int:
-    print(f"pinochle-referee: cannot read standard input: {error.strerror}", file=sys.stderr)
+def _unreadable_stdin(failed: _InputFailed) -> int:
+    print(f"pinochle-referee: cannot read standard input: {failed.error.strerror}", file=sys.stderr)
     return 2
 
 
@@ -462,12 +466,10 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
             file=sys.stderr,
         )
         return 2
-    read = b""
-    if deal_text == "-":
-        try:
-            read = _stdin().read()
-        except OSError as error:
-            return _unreadable_stdin(error)
+    try:
+        read = _read_stdin() if deal_text == "-" else b""
+    except _InputFailed as failed:
+        return _unreadable_stdin(failed)
     try:
         text = read.decode("utf-8") if deal_text == "-" else deal_text
         deal = parse_deal(json.loads(text), "deal")
