@@ -180,6 +180,14 @@ async def test_a_backup_of_a_tampered_database_is_kept_and_says_what_failed(
     assert intact.game_id not in text
 
 
+async def _empty_referee_database(path: Path) -> Path:
+    """A referee database with no game: the store's schema, made as a server makes it."""
+    store = SqliteStore(path)
+    await store.open()
+    await store.close()
+    return path
+
+
 def test_backup_refuses_what_it_cannot_do_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -206,10 +214,7 @@ async def test_a_file_named_like_the_copy_in_progress_is_left_alone(
     the copy is written in a new file of its own, and a DESTINATION.partial is left as it was
     whether the backup finishes or not. The copy keeps the permissions a backup always had:
     SQLite's for a new database (0644 less the umask), not a temporary file's 0600."""
-    source = tmp_path / "source.db"
-    store = SqliteStore(source)
-    await store.open()
-    await store.close()
+    source = await _empty_referee_database(tmp_path / "source.db")
     backups = tmp_path / "backups"
     backups.mkdir()
     theirs = backups / "copy.db.partial"
@@ -305,10 +310,7 @@ async def test_a_destination_made_while_the_copy_is_written_is_not_replaced(
     this one goes (exit 1, "already exists"), and nothing else is left. On a file system
     without hard links (``os.link`` refused) the same, checked just before the rename; and
     there a backup that meets no other still finishes."""
-    source = tmp_path / "source.db"
-    store = SqliteStore(source)
-    await store.open()
-    await store.close()
+    source = await _empty_referee_database(tmp_path / "source.db")
     destination = tmp_path / "copy.db"
     if link_error is not None:
 
@@ -342,10 +344,7 @@ async def test_a_destination_whose_name_is_near_the_longest_allowed_is_backed_up
     most) was refused, "File name too long", naming a file nobody gave. Such a name is a
     destination like any other: the copy's own name is shortened to fit, and nothing is left
     beside it."""
-    source = tmp_path / "source.db"
-    store = SqliteStore(source)
-    await store.open()
-    await store.close()
+    source = await _empty_referee_database(tmp_path / "source.db")
     backups = tmp_path / "backups"
     backups.mkdir()
     longest = os.pathconf(backups, "PC_NAME_MAX")
