@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from referee.audit import audit_text, verdict_exit_status
+from referee.rules.options import VARIANT_IDS
 from referee.store.base import is_postgres_url
 
 # Below this many files a process pool costs more than it saves.
@@ -171,7 +172,8 @@ def _unreadable_stdin(failed: _InputFailed) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pinochle-referee",
-        description="Pinochle rules referee: audit records, answer rules queries.",
+        description="Pinochle rules referee: serve the gRPC API, audit recorded games, answer"
+        " rules queries, export, back up and verify stored games.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     audit = commands.add_parser("audit", help="audit recorded games (pinochle-record/1)")
@@ -182,13 +184,19 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument(
         "--jobs", type=int, default=1, help="processes for large batches (at most one per CPU)"
     )
-    commands.add_parser("query", help="answer rules queries: JSON lines on stdin")
+    commands.add_parser(
+        "query",
+        help="answer rules queries: JSON lines on stdin, one answer line each on stdout",
+        description="Each input line is one JSON query of GAME_RECORD.md section 3 (kind: meld,"
+        " legal_plays, trick_winner, trick_points or hand_score); each answer is one JSON line,"
+        ' in order; a query that cannot be answered gets {"error": ...} and the rest go on.',
+    )
     serve = commands.add_parser("serve", help="serve the gRPC API")
     from referee.service.settings import add_arguments  # noqa: PLC0415 - grpc only when serving
 
     add_arguments(serve)
     export = commands.add_parser("export", help="print a stored game as pinochle-record/1")
-    export.add_argument("game_id")
+    export.add_argument("game_id", help="the id CreateGame returned")
     _store_arguments(export)
     backup = commands.add_parser(
         "backup", help="copy the SQLite database, even while it is served, and check the copy"
@@ -217,10 +225,24 @@ def build_parser() -> argparse.ArgumentParser:
         "deal", help="the deal JSON (from deal_revealed or an export), or - for stdin"
     )
     demo = commands.add_parser("demo", help="play one game with simple bots through the API")
-    demo.add_argument("--variant", default="partnership")
+    demo.add_argument(
+        "--variant",
+        default="partnership",
+        help=f"one of {', '.join(VARIANT_IDS)} (default %(default)s)",
+    )
     demo.add_argument("--options", default="{}", help="options as a JSON object")
-    demo.add_argument("--seed", default="demo")
-    demo.add_argument("--address", default=None, help="host:port of a running server")
+    demo.add_argument(
+        "--seed",
+        default="demo",
+        help="deals and the bots' choices follow from it: the same seed plays the same game"
+        " (default %(default)s)",
+    )
+    demo.add_argument(
+        "--address",
+        default=None,
+        help="host:port of a running server (default: start one for the game, on a"
+        " throw-away database)",
+    )
     demo.add_argument(
         "--creator-token",
         default=os.environ.get("PINOCHLE_REFEREE_CREATOR_TOKEN") or None,

@@ -4,6 +4,7 @@ gauge, default settings, the adjudicator token file, and the secure shuffle behi
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 import json
@@ -269,6 +270,33 @@ def test_serve_defaults_without_flags_or_environment(clean_env: pytest.MonkeyPat
     )
     assert settings.adjudicator_token == ""
     assert settings == Settings()
+
+
+def test_every_command_and_flag_says_what_it_is_for() -> None:
+    """``--help`` is the first thing an operator reads: no flag or argument goes unexplained."""
+    parser = build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert parser.description is not None and "serve" in parser.description
+    for name, command in commands.choices.items():
+        unexplained = [
+            action.dest
+            for action in command._actions
+            if not isinstance(action, argparse._HelpAction) and not action.help
+        ]
+        assert unexplained == [], f"{name}: {unexplained}"
+
+
+def test_help_does_not_print_a_database_url_from_the_environment(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ``PINOCHLE_REFEREE_DB`` URL may hold a password: ``--help`` shows the built-in default."""
+    clean_env.setenv(ENV_PREFIX + "DB", "postgresql://referee:hunter2@db/referee")
+    for command in ("serve", "export", "backup", "downgrade"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        text = capsys.readouterr().out
+        assert "hunter2" not in text, (command, text)
+    assert _serve_settings().db == "postgresql://referee:hunter2@db/referee"  # still the default
 
 
 def test_environment_variables_set_what_flags_do_not(clean_env: pytest.MonkeyPatch) -> None:

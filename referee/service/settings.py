@@ -123,15 +123,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default = os.environ.get(ENV_PREFIX + field.upper(), fallback)
         parser.add_argument(f"--{name}", type=kind, default=default, help=what)
 
-    flag("host")
-    flag("port", _port, "the gRPC port (0: any free port, named on the serving log line)")
-    flag("db", str, "SQLite path or postgresql://... URL")
+    flag("host", str, "the address to listen on (0.0.0.0: every interface; default %(default)s)")
+    flag(
+        "port",
+        _port,
+        "the gRPC port (0: any free port, named on the serving log line; default %(default)s)",
+    )
+    # Not %(default)s: a PINOCHLE_REFEREE_DB URL may hold a password, and --help would print it.
+    flag("db", str, f"SQLite path or postgresql://... URL (default {Settings.db})")
     flag(
         "db-schema",
         str,
         "PostgreSQL schema for the tables (created if missing; default: the search_path's)",
     )
-    flag("metrics-port", _port, "Prometheus metrics port (0: off)")
+    flag("metrics-port", _port, "Prometheus metrics port (0: off; default %(default)s)")
     for name, what in (
         ("adjudicator", "the server's adjudicator credential (reaches every game)"),
         (
@@ -219,7 +224,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the largest request accepted, in bytes; a response may be up to 16 times that"
         " (default %(default)s)",
     )
-    flag("grace-seconds", _seconds)
+    flag(
+        "grace-seconds",
+        _seconds,
+        "on SIGTERM or SIGINT, how long unary calls in flight may take to finish before they"
+        " are cancelled (health answers NOT_SERVING and WatchGame streams end, resumable;"
+        " default %(default)s)",
+    )
     flag("tls-cert", _readable_file, "PEM certificate chain: serve TLS (needs --tls-key)")
     flag("tls-key", _readable_file, "its PEM private key")
     flag(
