@@ -373,7 +373,13 @@ def _main(argv: Sequence[str] | None) -> int:
                 run_demo(args.variant, options, args.seed, args.address, args.creator_token)
             )
         except RefereeError as error:  # a refused game (variant, options) or no server there
-            print(f"pinochle-referee: demo: {error}", file=sys.stderr)
+            # The client's str() is "CODE REASON: message", where a reason may be empty (no
+            # server there) or the code again (a malformed request): each said once here.
+            reason = f" {error.reason}" if error.reason not in ("", error.code.name) else ""
+            print(
+                f"pinochle-referee: demo: {error.code.name}{reason}: {error.message}",
+                file=sys.stderr,
+            )
             return 1
     return _run_query()
 

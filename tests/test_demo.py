@@ -112,8 +112,9 @@ def test_choose_makes_descriptor_entries_concrete() -> None:
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
-        (["--variant", "no-such-variant"], "variant"),
+        (["--variant", "no-such-variant"], "demo: INVALID_ARGUMENT: unknown variant"),
         (["--variant", "partnership", "--options", '{"target": -5}'], "target"),
+        (["--address", "127.0.0.1:1"], "demo: UNAVAILABLE: "),
     ],
 )
 def test_a_refused_demo_game_is_one_line_not_a_traceback(
