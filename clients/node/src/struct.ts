@@ -29,10 +29,14 @@ export function toValue(data: unknown): Value {
 
 /** A JSON object as a google.protobuf.Struct (proto-loader input form). */
 export function toStruct(data: Record<string, unknown>): Struct {
-  const fields: { [key: string]: Value } = {};
-  for (const [key, value] of Object.entries(data)) {
-    if (value !== undefined) fields[key] = toValue(value);
-  }
+  // Built by Object.fromEntries, which defines each key as an own property: an assignment
+  // (`fields[key] = ...`) to a key "__proto__" (JSON.parse makes one an own property) set the
+  // object's prototype instead, and the key was never sent.
+  const fields: { [key: string]: Value } = Object.fromEntries(
+    Object.entries(data)
+      .filter(([, value]) => value !== undefined)
+      .map(([key, value]) => [key, toValue(value)]),
+  );
   return { fields };
 }
 
@@ -75,7 +79,10 @@ function keyOrder(a: string, b: string): number {
  * always prints the same, as in the Python client. */
 export function fromStruct(struct: Struct__Output | null | undefined): JsonObject {
   const fields = struct?.fields ?? {};
-  const out: JsonObject = {};
-  for (const key of Object.keys(fields).sort(keyOrder)) out[key] = fromValue(fields[key]);
-  return out;
+  // Own properties, as JSON.parse makes them: a key "__proto__" is a key like any other.
+  return Object.fromEntries(
+    Object.keys(fields)
+      .sort(keyOrder)
+      .map((key) => [key, fromValue(fields[key])]),
+  ) as JsonObject;
 }

@@ -203,3 +203,15 @@ test("createGame refuses a seed and given deals together (the deals would be dro
     client.close();
   }
 });
+
+test("a key named __proto__ is a key like any other, to the server and back", () => {
+  // JSON.parse makes "__proto__" an own key; an assignment to it sets the prototype instead.
+  const text = '{"__proto__": {"x": 1}, "a": {"__proto__": 2, "b": [{"__proto__": null}]}}';
+  const data = JSON.parse(text) as Record<string, unknown>;
+  assert.deepEqual(Object.keys(toStruct(data).fields ?? {}), ["__proto__", "a"]);
+  const back = throughTheWire(data);
+  assert.equal(JSON.stringify(back), JSON.stringify(data));
+  assert.ok(Object.hasOwn(back, "__proto__"));
+  assert.equal(Object.getPrototypeOf(back), Object.prototype);
+  assert.equal(Object.getPrototypeOf(back["a"]), Object.prototype);
+});

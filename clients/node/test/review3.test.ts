@@ -1,0 +1,33 @@
+// Third review of the Node client: what it sends, against a real referee process (server.ts).
+// Each test failed before the fix beside it (see the commit that added it).
+
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+
+import * as grpc from "@grpc/grpc-js";
+
+import { RefereeClient, RefereeError } from "../src/index";
+import { useServer } from "./server";
+
+let client: RefereeClient;
+useServer((started) => ({ client } = started));
+
+async function refusal(promise: Promise<unknown>): Promise<RefereeError> {
+  const caught: unknown = await promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  assert.ok(caught instanceof RefereeError, `not a RefereeError: ${String(caught)}`);
+  return caught;
+}
+
+describe("Node client review 3", () => {
+  test("a game option named __proto__ reaches the server, which names it", async () => {
+    // Was: the key set the Struct's prototype, was never sent, and the game was created as if
+    // no such option had been given.
+    const options = JSON.parse('{"target": 300, "__proto__": 1}') as Record<string, unknown>;
+    const refused = await refusal(client.createGame({ variant: "partnership", options }));
+    assert.equal(refused.code, grpc.status.INVALID_ARGUMENT);
+    assert.deepEqual(refused.fields, ["options.__proto__"]);
+  });
+});
