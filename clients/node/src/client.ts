@@ -483,6 +483,48 @@ function int32(value: number, field: string): number {
   return value;
 }
 
+/** A lone UTF-16 surrogate: with the `u` flag a surrogate pair is one code point, which this
+ * range does not hold, so only an unpaired half matches. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+function surrogateAt(text: string): string | undefined {
+  const at = text.search(LONE_SURROGATE);
+  if (at < 0) return undefined;
+  const unit = text.charCodeAt(at).toString(16).toUpperCase();
+  return (
+    `a lone UTF-16 surrogate (U+${unit} at index ${at}), ` +
+    "which is not Unicode text and cannot be sent"
+  );
+}
+
+/**
+ * Refuses, with a TypeError naming the field, a string in `value` (itself, or one in its arrays
+ * and objects, keys included) that holds a lone UTF-16 surrogate such as "\uD800". Such a string
+ * has no UTF-8 form, and was sent three ways: protobufjs wrote a short one as bytes that are not
+ * UTF-8 (the server refused the whole request, naming no field), a long one (40 characters or
+ * more) with U+FFFD in its place (the server took a string the caller never gave: a game created
+ * with another seed), and JSON.stringify (a record given as an object) as an escape the server
+ * read back as the surrogate. The Python client's protobuf refuses such a str too
+ * (UnicodeEncodeError). `field` is the value's name ("" for a request whose keys name it).
+ */
+function checkText(value: unknown, field: string): void {
+  if (typeof value === "string") {
+    const problem = surrogateAt(value);
+    if (problem !== undefined) throw new TypeError(`${field} holds ${problem}`);
+  } else if (Array.isArray(value)) {
+    value.forEach((item, i) => checkText(item, `${field}[${i}]`));
+  } else if (typeof value === "object" && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      const problem = surrogateAt(key);
+      if (problem !== undefined) {
+        const where = field || "the request";
+        throw new TypeError(`${where} has a key ${JSON.stringify(key)} that holds ${problem}`);
+      }
+      checkText(item, field ? `${field}.${key}` : key);
+    }
+  }
+}
+
 export function actionToProto(action: Action): ProtoAction {
   switch (action.type) {
     case "bid":
@@ -840,6 +882,7 @@ export class RefereeClient {
       // One deal mode (the request's oneof): the deals would otherwise be dropped unseen.
       throw new TypeError("give a seed or given deals, not both");
     }
+    checkText(request, "");
     const message: CreateGameRequest = {
       variant: request.variant,
       firstDealer: request.firstDealer ?? 0,
@@ -895,6 +938,7 @@ export class RefereeClient {
     records: readonly (string | JsonObject)[],
     options: AuditRecordsOptions = {},
   ): AsyncGenerator<RecordVerdict, void, undefined> {
+    records.forEach((record, i) => checkText(record, `records[${i}]`));
     const request = {
       records: records.map((record) =>
         typeof record === "string" ? record : JSON.stringify(record),
@@ -995,7 +1039,10 @@ export class RefereeClient {
   }
 }
 
+/** The variant and options of a rules query, once every string of the query is found
+ * sendable (`checkText`). */
 function rulesBase(query: RulesQuery): { variant: string; options?: Struct } {
+  checkText(query, "");
   return {
     variant: query.variant,
     ...(query.options !== undefined ? { options: toStruct(query.options) } : {}),
@@ -1034,11 +1081,14 @@ export class Session {
   /** The game version this session last saw (updated by view, legalActions and submit). */
   version = 0;
 
+  /** A `gameId` with a lone UTF-16 surrogate is refused with a TypeError (`checkText`). */
   constructor(
     readonly client: RefereeClient,
     readonly gameId: string,
     protected readonly token: string,
-  ) {}
+  ) {
+    checkText(gameId, "gameId");
+  }
 
   async view(call: CallOptions = {}): Promise<GameView> {
     const response = await this.client.unary<GetGameResponse__Output>(
@@ -1145,6 +1195,8 @@ export class SeatSession extends Session {
 
   /** Submit an action in its A.4 JSON form; a refusal throws RefereeError. */
   async submit(action: Action, options: SubmitOptions = {}): Promise<SubmitResult> {
+    checkText(action, "action");
+    checkText(options.requestId, "requestId");
     const request = {
       gameId: this.gameId,
       action: actionToProto(action),

@@ -30,4 +30,19 @@ describe("Node client review 3", () => {
     assert.equal(refused.code, grpc.status.INVALID_ARGUMENT);
     assert.deepEqual(refused.fields, ["options.__proto__"]);
   });
+
+  test("strings go as given: a long one with a lone surrogate is refused, a pair is sent", async () => {
+    const players = ["\u{1F0A1} ace", "b\u{1D49C}", "c", "d"];
+    const game = await client.createGame({ variant: "partnership", seed: "review3", players });
+    const record = await client.session(game.gameId, game.adjudicatorToken).export();
+    assert.deepEqual(record["players"], players);
+    // Was: created, with U+FFFD in the seed's place (protobufjs's Buffer path, 40 characters
+    // or more), so the game was dealt from a seed nobody gave.
+    const seed = `review3-${"x".repeat(40)}\uD800`;
+    await assert.rejects(client.createGame({ variant: "partnership", seed }), (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /^seed holds a lone UTF-16 surrogate \(U\+D800 at index 48\)/);
+      return true;
+    });
+  });
 });

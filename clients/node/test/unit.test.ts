@@ -20,6 +20,7 @@ import {
   pick,
   playable,
   toStruct,
+  type JsonObject,
   type LegalEntry,
   type Reason,
 } from "../src/index";
@@ -214,4 +215,60 @@ test("a key named __proto__ is a key like any other, to the server and back", ()
   assert.ok(Object.hasOwn(back, "__proto__"));
   assert.equal(Object.getPrototypeOf(back), Object.prototype);
   assert.equal(Object.getPrototypeOf(back["a"]), Object.prototype);
+});
+
+/** A client whose calls would fail UNAVAILABLE: a refusal must come before any sending. */
+function unconnected(): RefereeClient {
+  return new RefereeClient("127.0.0.1:1", { retries: false, deadlineMs: 5_000 });
+}
+
+/** Asserts that `call` fails with a TypeError whose message starts with `start`. */
+async function refusedHere(call: () => Promise<unknown>, start: string): Promise<void> {
+  await assert.rejects(call, (error: unknown) => {
+    assert.ok(error instanceof TypeError, `not a TypeError: ${String(error)}`);
+    assert.ok(error.message.startsWith(start), error.message);
+    return true;
+  });
+}
+
+test("a string with a lone UTF-16 surrogate is refused before sending, naming its field", async () => {
+  // Was: protobufjs sent a short one as bytes that are not UTF-8, a long one (40 characters or
+  // more) with U+FFFD in its place, JSON.stringify an escape: each path its own way.
+  const lone = "\uD800";
+  const refused = (call: () => Promise<unknown>, field: string) =>
+    refusedHere(call, `${field} holds a lone UTF-16 surrogate (U+D800 at index `);
+  const client = unconnected();
+  const seat = client.seat("g", "t");
+  try {
+    const create = (extra: object) => () => client.createGame({ variant: "partnership", ...extra });
+    await refused(create({ options: { target: lone } }), "options.target");
+    await refused(create({ options: { target: `${lone}${"x".repeat(50)}` } }), "options.target");
+    await refusedHere(
+      create({ options: { [`a${lone}`]: 1 } }),
+      'options has a key "a\\ud800" that holds a lone UTF-16 surrogate (U+D800 at index 1)',
+    );
+    await refused(create({ seed: `seed-${"x".repeat(50)}${lone}` }), "seed");
+    await refused(create({ players: ["a", `b${lone}`] }), "players[1]");
+    await refused(create({ givenDeals: [{ hands: [["AS", lone]] }] }), "givenDeals[0].hands[0][1]");
+    await refused(create({ variant: lone }), "variant");
+    await refused(() => seat.submit({ type: "pass" }, { requestId: `r${lone}` }), "requestId");
+    await refused(() => seat.submit({ type: "play", card: `A${lone}` }), "action.card");
+    const melds = [{ name: `run${lone}`, cards: ["AS"] }];
+    await refused(() => seat.submit({ type: "meld", cards: ["AS"], melds }), "action.melds[0].name");
+    const audit = (records: (string | JsonObject)[]) => async () => {
+      for await (const item of client.auditRecords(records)) void item;
+    };
+    await refused(audit(["{}", `{"players": ["${lone}"]}`]), "records[1]");
+    await refused(audit([{ players: ["a", lone] }]), "records[0].players[1]");
+    const rules = { variant: "partnership", trump: "H" } as const;
+    await refused(() => client.scoreMeld({ ...rules, hand: ["AS", lone] }), "hand[1]");
+    await refused(() => client.legalPlays({ ...rules, hand: [], trick: [lone] }), "trick[0]");
+    const options = { x: lone };
+    await refused(() => client.trickPoints({ variant: "p", cards: [], options }), "options.x");
+    assert.throws(() => client.session(`g${lone}`, "t"), /^TypeError: gameId holds a lone/);
+    // A surrogate pair is a character like any other.
+    assert.doesNotThrow(() => client.session("g\u{1F0A1}", "t"));
+  } finally {
+    client.close();
+  }
 });
