@@ -483,6 +483,20 @@ function int32(value: number, field: string): number {
   return value;
 }
 
+/** `value` if it is an integer JavaScript holds exactly, for an int64 field (a version, a seq):
+ * protobufjs would otherwise send 0.5 as 0 (the Python client's protobuf raises). */
+function int64(value: number, field: string): number {
+  if (!Number.isSafeInteger(value)) {
+    throw new TypeError(`${field} must be an integer, not ${String(value)}`);
+  }
+  return value;
+}
+
+/** int32 for each of `values`, named `field[i]`. */
+function int32s(values: readonly number[], field: string): number[] {
+  return values.map((value, i) => int32(value, `${field}[${i}]`));
+}
+
 /** A lone UTF-16 surrogate: with the `u` flag a surrogate pair is one code point, which this
  * range does not hold, so only an unpaired half matches. */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
@@ -885,7 +899,7 @@ export class RefereeClient {
     checkText(request, "");
     const message: CreateGameRequest = {
       variant: request.variant,
-      firstDealer: request.firstDealer ?? 0,
+      firstDealer: int32(request.firstDealer ?? 0, "firstDealer"),
       playerNames: request.players ?? [],
       ...(request.options !== undefined ? { options: toStruct(request.options) } : {}),
     };
@@ -987,7 +1001,7 @@ export class RefereeClient {
     };
     if (query.phase !== undefined) message.phase = query.phase;
     if (query.seatOfPartnerInTrick !== undefined)
-      message.seatOfPartnerInTrick = query.seatOfPartnerInTrick;
+      message.seatOfPartnerInTrick = int32(query.seatOfPartnerInTrick, "seatOfPartnerInTrick");
     const response = await this.unary<LegalPlaysResponse__Output>(
       (md, opts, cb) => this.rules.LegalPlays(message, md, opts, cb),
       undefined,
@@ -1022,14 +1036,15 @@ export class RefereeClient {
   async scoreHand(query: ScoreHandQuery, call: CallOptions = {}): Promise<HandScore> {
     const message: ScoreHandRequest = {
       ...rulesBase(query),
-      meld: [...query.meld],
-      points: [...query.points],
-      tricks: [...(query.tricks ?? [])],
-      dix: [...(query.dix ?? [])],
+      meld: int32s(query.meld, "meld"),
+      points: int32s(query.points, "points"),
+      tricks: int32s(query.tricks ?? [], "tricks"),
+      dix: int32s(query.dix ?? [], "dix"),
       conceded: query.conceded ?? false,
     };
-    if (query.bid !== undefined && query.bid !== null) message.bid = query.bid;
-    if (query.declarer !== undefined && query.declarer !== null) message.declarer = query.declarer;
+    if (query.bid !== undefined && query.bid !== null) message.bid = int32(query.bid, "bid");
+    if (query.declarer !== undefined && query.declarer !== null)
+      message.declarer = int32(query.declarer, "declarer");
     const response = await this.unary<ScoreHandResponse__Output>(
       (md, opts, cb) => this.rules.ScoreHand(message, md, opts, cb),
       undefined,
@@ -1115,7 +1130,16 @@ export class Session {
   async auditLog(afterSeq = 0, pageSize = 0, call: CallOptions = {}): Promise<AuditEntry[]> {
     const response = await this.client.unary<GetAuditLogResponse__Output>(
       (md, opts, cb) =>
-        this.client.referee.GetAuditLog({ gameId: this.gameId, afterSeq, pageSize }, md, opts, cb),
+        this.client.referee.GetAuditLog(
+          {
+            gameId: this.gameId,
+            afterSeq: int64(afterSeq, "afterSeq"),
+            pageSize: int32(pageSize, "pageSize"),
+          },
+          md,
+          opts,
+          cb,
+        ),
       this.token,
       call,
     );
@@ -1161,6 +1185,8 @@ export class Session {
    * even while it waits.
    */
   watch(fromVersion = 0, afterSeq = 0, options: WatchOptions = {}): WatchStream {
+    int64(fromVersion, "fromVersion");
+    int64(afterSeq, "afterSeq");
     const open = (after: number, waitForReady: boolean, deadlineMs: number): WatchStream =>
       this.client.stream(
         (md, opts) =>
@@ -1200,7 +1226,7 @@ export class SeatSession extends Session {
     const request = {
       gameId: this.gameId,
       action: actionToProto(action),
-      expectedVersion: options.expectedVersion ?? this.version,
+      expectedVersion: int64(options.expectedVersion ?? this.version, "expectedVersion"),
       // "" too gets a fresh one (as in the Python client): an empty id means no idempotency.
       requestId: options.requestId || randomUUID(),
     };

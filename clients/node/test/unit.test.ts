@@ -272,3 +272,44 @@ test("a string with a lone UTF-16 surrogate is refused before sending, naming it
     client.close();
   }
 });
+
+test("a number sent in an integer field must be one (protobufjs sent 0.5 as 0, 2^32 + 1 as 1)", async () => {
+  const notInteger = (call: () => Promise<unknown>, field: string) =>
+    refusedHere(call, `${field} must be a`);
+  const client = unconnected();
+  const seat = client.seat("g", "t");
+  const hand = {
+    variant: "partnership",
+    bid: 250,
+    declarer: 1,
+    meld: [20, 100, 40, 60],
+    points: [90, 160],
+    tricks: [4, 8],
+  };
+  const create = (firstDealer: number) => () =>
+    client.createGame({ variant: "partnership", firstDealer });
+  try {
+    await notInteger(create(2 ** 32 + 1), "firstDealer");
+    await notInteger(create(1.5), "firstDealer");
+    for (const expectedVersion of [0.5, 2 ** 64]) {
+      await notInteger(() => seat.submit({ type: "pass" }, { expectedVersion }), "expectedVersion");
+    }
+    await notInteger(() => seat.auditLog(1.5), "afterSeq");
+    await notInteger(() => seat.auditLog(0, 2 ** 31), "pageSize");
+    await notInteger(() => client.scoreHand({ ...hand, bid: 2 ** 32 + 250 }), "bid");
+    await notInteger(() => client.scoreHand({ ...hand, declarer: 1.5 }), "declarer");
+    await notInteger(() => client.scoreHand({ ...hand, meld: [20.5, 100, 40, 60] }), "meld[0]");
+    await notInteger(() => client.scoreHand({ ...hand, points: [90, Number.NaN] }), "points[1]");
+    await notInteger(() => client.scoreHand({ ...hand, tricks: [4, 8.25] }), "tricks[1]");
+    await notInteger(() => client.scoreHand({ ...hand, dix: [0, 0, 10.5, 0] }), "dix[2]");
+    const query = { variant: "partnership", hand: ["AS"], trick: ["KS"], trump: "H" as const };
+    await notInteger(
+      () => client.legalPlays({ ...query, seatOfPartnerInTrick: 0.5 }),
+      "seatOfPartnerInTrick",
+    );
+    assert.throws(() => seat.watch(1.5), /^TypeError: fromVersion must be an integer/);
+    assert.throws(() => seat.watch(0, 2 ** 53), /^TypeError: afterSeq must be an integer/);
+  } finally {
+    client.close();
+  }
+});
