@@ -539,6 +539,21 @@ function checkText(value: unknown, field: string): void {
   }
 }
 
+/** A token as sent: without the blanks around it (a token read from a file ends with a line
+ * break; the server strips the header's token too), undefined when empty. One that no header
+ * can carry (a character other than printable ASCII inside) is refused with a TypeError naming
+ * `field`: grpc-js threw a plain Error from each call for it. As in the Python client. */
+function sendableToken(token: string | undefined, field: string): string | undefined {
+  const trimmed = token?.trim();
+  if (!trimmed) return undefined;
+  if (!/^[ -~]*$/.test(trimmed)) {
+    throw new TypeError(
+      `${field}: a token is printable ASCII; this one holds a character no header can carry`,
+    );
+  }
+  return trimmed;
+}
+
 export function actionToProto(action: Action): ProtoAction {
   switch (action.type) {
     case "bid":
@@ -897,6 +912,10 @@ export class RefereeClient {
       throw new TypeError("give a seed or given deals, not both");
     }
     checkText(request, "");
+    const token =
+      request.adjudicatorToken !== undefined
+        ? sendableToken(request.adjudicatorToken, "adjudicatorToken")
+        : sendableToken(request.creatorToken, "creatorToken");
     const message: CreateGameRequest = {
       variant: request.variant,
       firstDealer: int32(request.firstDealer ?? 0, "firstDealer"),
@@ -909,7 +928,7 @@ export class RefereeClient {
     else message.serverShuffle = {};
     const response = await this.unary<CreateGameResponse__Output>(
       (md, opts, cb) => this.referee.CreateGame(message, md, opts, cb),
-      request.adjudicatorToken ?? request.creatorToken,
+      token,
       call,
     );
     return {
@@ -1095,14 +1114,18 @@ function toWatchItem(message: WatchGameResponse__Output): WatchItem | undefined 
 export class Session {
   /** The game version this session last saw (updated by view, legalActions and submit). */
   version = 0;
+  /** The token as sent (without the blanks around it; "" for none). */
+  protected readonly token: string;
 
-  /** A `gameId` with a lone UTF-16 surrogate is refused with a TypeError (`checkText`). */
+  /** A `gameId` with a lone UTF-16 surrogate, or a token that no header can carry, is refused
+   * with a TypeError (`checkText`; a token is sent without the blanks around it). */
   constructor(
     readonly client: RefereeClient,
     readonly gameId: string,
-    protected readonly token: string,
+    token: string,
   ) {
     checkText(gameId, "gameId");
+    this.token = sendableToken(token, "token") ?? "";
   }
 
   async view(call: CallOptions = {}): Promise<GameView> {

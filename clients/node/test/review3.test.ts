@@ -45,4 +45,18 @@ describe("Node client review 3", () => {
       return true;
     });
   });
+
+  test("a token read from a file, with its line break, works (unary calls and watch)", async () => {
+    // Was: grpc-js threw a plain Error ("Metadata string value ... contains illegal
+    // characters") from every call; the Python client strips the token.
+    const game = await client.createGame({ variant: "partnership", seed: "review3-token" });
+    const seat = client.seat(game.gameId, `${game.seatTokens[1]!}\n`);
+    assert.ok((await seat.legalActions()).length > 0);
+    await seat.submit({ type: "bid", amount: 250 });
+    const spectator = client.session(game.gameId, ` ${game.spectatorToken}\r\n`);
+    for await (const item of spectator.watch(0)) {
+      assert.equal(item.type, "event");
+      break;
+    }
+  });
 });

@@ -313,3 +313,21 @@ test("a number sent in an integer field must be one (protobufjs sent 0.5 as 0, 2
     client.close();
   }
 });
+
+test("a token is sent without the blanks around it; one no header can carry is refused", async () => {
+  const client = unconnected();
+  try {
+    assert.doesNotThrow(() => client.session("g", " token-from-a-file\n"));
+    for (const token of ["to\nken", "tok\u00e9n", "tok\uD800"]) {
+      const message = /^TypeError: token: a token is printable ASCII/;
+      assert.throws(() => client.session("g", token), message);
+      assert.throws(() => client.seat("g", token), message);
+    }
+    await refusedHere(
+      () => client.createGame({ variant: "partnership", creatorToken: "cr\u00e9ator" }),
+      "creatorToken: a token is printable ASCII",
+    );
+  } finally {
+    client.close();
+  }
+});
