@@ -731,6 +731,14 @@ function resumable(
   });
 }
 
+/** What a call that close() ended, or one made after it, fails with. */
+function closedError(): RefereeError {
+  return new RefereeError({
+    code: grpc.status.CANCELLED,
+    details: "Cancelled on client (the client was closed)",
+  });
+}
+
 /** A resumed watch past its `deadlineMs`, as gRPC reports a call past its deadline. */
 function deadlineExceeded(deadlineMs: number): RefereeError {
   return new RefereeError({
@@ -789,12 +797,7 @@ export class RefereeClient {
   /** Closes the channel and cancels the calls still open (as the Python client's close()):
    * they reject, and watches throw, RefereeError `CANCELLED`; a resumed watch stops too. */
   close(): void {
-    this.closing.abort(
-      new RefereeError({
-        code: grpc.status.CANCELLED,
-        details: "Cancelled on client (the client was closed)",
-      }),
-    );
+    this.closing.abort(closedError());
     for (const call of [...this.calls]) call.cancel();
     this.referee.close();
   }
@@ -802,6 +805,7 @@ export class RefereeClient {
   /** Resolves once the channel is connected; rejects with RefereeError `DEADLINE_EXCEEDED`
    * when it is not within `timeoutMs`. */
   waitForReady(timeoutMs = 10_000): Promise<void> {
+    if (this.closing.signal.aborted) return Promise.reject(closedError());
     return new Promise((resolve, reject) => {
       this.referee.waitForReady(Date.now() + timeoutMs, (error) => {
         if (error === undefined) resolve();
@@ -827,6 +831,8 @@ export class RefereeClient {
     options: CallOptions = {},
   ): Promise<T> {
     const { signal } = options;
+    // After close() grpc-js threw a plain Error ("Channel has been shut down").
+    if (this.closing.signal.aborted) return Promise.reject(closedError());
     if (signal?.aborted) return Promise.reject(aborted());
     return new Promise<T>((resolve, reject) => {
       const cancel = () => call.cancel();
@@ -867,8 +873,11 @@ export class RefereeClient {
     let released = false;
     const cancel = () => call?.cancel();
     const calls = this.calls;
+    const closed = this.closing.signal;
 
     async function* messages(): AsyncGenerator<T, void, undefined> {
+      // After close() grpc-js threw a plain Error ("Channel has been shut down").
+      if (closed.aborted) throw closedError();
       if (signal?.aborted) throw aborted();
       const metadata = callMetadata(token, options.metadata);
       if (options.waitForReady) metadata.setOptions({ waitForReady: true });

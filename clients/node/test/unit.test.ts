@@ -331,3 +331,23 @@ test("a token is sent without the blanks around it; one no header can carry is r
     client.close();
   }
 });
+
+test("calls made after close() are RefereeError CANCELLED, as those open at close()", async () => {
+  const client = unconnected();
+  client.close();
+  const cancelled = (error: unknown) => {
+    assert.ok(error instanceof RefereeError, `not a RefereeError: ${String(error)}`);
+    assert.equal(error.codeName, "CANCELLED");
+    assert.match(error.details, /the client was closed/);
+    return true;
+  };
+  const session = client.session("g", "t");
+  await assert.rejects(session.view(), cancelled);
+  await assert.rejects(client.trickPoints({ variant: "partnership", cards: [] }), cancelled);
+  await assert.rejects(client.waitForReady(1_000), cancelled);
+  for (const resume of [false, true]) {
+    await assert.rejects(async () => {
+      for await (const item of session.watch(0, 0, { resume })) void item;
+    }, cancelled);
+  }
+});
