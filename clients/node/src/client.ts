@@ -803,20 +803,34 @@ export class RefereeClient {
   }
 
   /** Resolves once the channel is connected; rejects with RefereeError `DEADLINE_EXCEEDED`
-   * when it is not within `timeoutMs`. */
+   * when it is not within `timeoutMs`, and with `CANCELLED` once the client is closed. */
   waitForReady(timeoutMs = 10_000): Promise<void> {
-    if (this.closing.signal.aborted) return Promise.reject(closedError());
+    const closed = this.closing.signal;
+    const channel = this.referee.getChannel();
+    const deadline = Date.now() + timeoutMs;
     return new Promise((resolve, reject) => {
-      this.referee.waitForReady(Date.now() + timeoutMs, (error) => {
-        if (error === undefined) resolve();
-        else
+      // Not grpc-js's Client.waitForReady: after close() it asked the closed channel to connect
+      // again, which it did until the timeout, then reported DEADLINE_EXCEEDED.
+      const check = (error?: Error) => {
+        if (closed.aborted) reject(closedError());
+        else if (error !== undefined)
           reject(
             new RefereeError({
               code: grpc.status.DEADLINE_EXCEEDED,
-              details: `${this.target}: ${error.message}`,
+              details: `${this.target}: Failed to connect before the deadline`,
             }),
           );
-      });
+        else {
+          try {
+            const state = channel.getConnectivityState(true);
+            if (state === grpc.connectivityState.READY) resolve();
+            else channel.watchConnectivityState(state, deadline, check);
+          } catch {
+            reject(closedError()); // the channel was shut down (`referee.close()`)
+          }
+        }
+      };
+      check();
     });
   }
 

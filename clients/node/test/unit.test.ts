@@ -351,3 +351,16 @@ test("calls made after close() are RefereeError CANCELLED, as those open at clos
     }, cancelled);
   }
 });
+
+test("close() ends a waitForReady at once, CANCELLED (it waited out its timeout)", async () => {
+  // Was: grpc-js asked the closed channel to connect again, and reported DEADLINE_EXCEEDED at
+  // the timeout.
+  const client = unconnected();
+  const waiting = client.waitForReady(3_000);
+  client.close();
+  await assert.rejects(waiting, (error: unknown) => {
+    assert.ok(error instanceof RefereeError, `not a RefereeError: ${String(error)}`);
+    assert.equal(error.codeName, "CANCELLED");
+    return true;
+  });
+});
