@@ -1084,3 +1084,49 @@ def test_meld_options_change_the_scored_meld(
     record = state.hand.melds[1] if state.hand is not None else None
     assert record is not None
     assert record.points == (x1 if variant == "double-deck" else x10)
+
+
+# head_rule x head_over_partner on a trump lead the partner is winning, and head_when_trumped
+# x head_over_partner when the partner has trumped.
+PARTNER_ROWS: list[tuple[dict[str, object], list[str]]] = [
+    ({"head_rule": "always", "head_over_partner": True}, ["AH"]),
+    ({"head_rule": "always", "head_over_partner": False}, ["AH", "QH"]),
+    ({"head_rule": "trump_lead_only", "head_over_partner": True}, ["AH"]),
+    ({"head_rule": "trump_lead_only", "head_over_partner": False}, ["AH", "QH"]),
+    ({"head_rule": "never", "head_over_partner": True}, ["AH", "QH"]),
+]
+
+
+@pytest.mark.parametrize(("variant", "extra"), SEAT_GAMES, ids=GAME_IDS)
+@pytest.mark.parametrize(("options", "expected"), PARTNER_ROWS)
+def test_head_rule_with_head_over_partner_on_a_trump_lead(
+    variant: str, extra: dict[str, object], options: dict[str, object], expected: list[str]
+) -> None:
+    """§1.5 and A.9 item 10: a trump lead is headed under ``always`` and ``trump_lead_only``,
+    except that ``head_over_partner: false`` waives it while the partner's card wins."""
+    # Four seats: seat 1 leads KH, seat 2 plays JH, seat 3 (seat 1's partner) holds AH QH.
+    # Cutthroat: seat 1 (the bidder) leads JH, seat 2 heads with KH, seat 0 is seat 2's partner.
+    trick = ["JH", "KH"] if variant == "cutthroat" else ["KH", "JH"]
+    opts = seat_game_options(variant, extra, **options)
+    state, seat, _ = trick_position(variant, opts, "H", trick, "AH QH", "DSC", "SCD")
+    assert legal_cards(state, seat) == expected
+
+
+@pytest.mark.parametrize(("variant", "extra"), SEAT_GAMES, ids=GAME_IDS)
+@pytest.mark.parametrize("over_partner", [True, False])
+def test_head_when_trumped_with_the_partner_winning(
+    variant: str, extra: dict[str, object], over_partner: bool
+) -> None:
+    """``head_when_trumped: beat_highest_led_card`` with the partner's trump winning: A.9 item
+    10 makes following suit enough under ``head_over_partner: false``."""
+    # Four seats: seat 1 leads 10C, seat 2 trumps with QH, seat 3 plays JC; seat 0 (seat 2's
+    # partner) holds AC QC. Cutthroat: seat 1 leads 10C, seat 2 trumps, seat 0 (its partner).
+    trick = ["10C", "QH"] if variant == "cutthroat" else ["10C", "QH", "JC"]
+    options = seat_game_options(
+        variant,
+        extra,
+        head_when_trumped="beat_highest_led_card",
+        head_over_partner=over_partner,
+    )
+    state, seat, _ = trick_position(variant, options, "H", trick, "AC QC", "DS", "HS")
+    assert legal_cards(state, seat) == (["AC"] if over_partner else ["AC", "QC"])
