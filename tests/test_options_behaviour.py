@@ -1130,3 +1130,70 @@ def test_head_when_trumped_with_the_partner_winning(
     )
     state, seat, _ = trick_position(variant, options, "H", trick, "AC QC", "DS", "HS")
     assert legal_cards(state, seat) == (["AC"] if over_partner else ["AC", "QC"])
+
+
+# The 80-card deck (no nines, 20 cards each), hearts trump, seat 1 declares and leads. Seat 0
+# melds KD QD (2) and holds the 20th heart, a JH. In ``nothing`` seat 1 (AS and 19 hearts) wins
+# every trick; in ``one_trick`` seat 1 leads JS, seat 2 heads with QS, seat 3 (no spade, no
+# trump) throws a zero card and seat 0 trumps with its JH: team 0 takes one trick worth no card
+# point.
+def dd80_save_deal(deal: str) -> tuple[str, ...]:
+    hearts = _suit_cards(80, "H")
+    spades = _suit_cards(80, "S")
+    plain = _suit_cards(80, "D") + _suit_cards(80, "C")
+    for card in ("KD", "QD"):
+        plain.remove(card)
+    lead = "AS" if deal == "nothing" else "JS"
+    head = "AS" if deal == "nothing" else "QS"
+    spades.remove(lead)
+    spades.remove(head)
+    seat1 = [lead, *hearts[:19]]
+    seat2 = [head, *spades, plain.pop(0)]  # 19 spades and one plain card
+    seat3 = plain[:20]
+    seat0 = ["KD", "QD", hearts[19], *plain[20:]]
+    assert [len(h) for h in (seat0, seat1, seat2, seat3)] == [20] * 4
+    return tuple(" ".join(h) for h in (seat0, seat1, seat2, seat3))
+
+
+@pytest.mark.parametrize(
+    ("save_meld", "deal", "saved"),
+    [
+        ("none", "nothing", True),
+        ("trick", "nothing", False),
+        ("trick", "one_trick", True),
+        ("trick_point", "one_trick", False),
+        (0, "nothing", True),
+        (1, "one_trick", False),
+        (20, "one_trick", False),
+    ],
+)
+def test_save_meld_each_value_double_deck_80(save_meld: object, deal: str, saved: bool) -> None:
+    """A.2 ``save_meld`` with 80 cards (default 20 card points, §5.6)."""
+    options = {"exchange_mode": "none", "trump_requires_marriage": False, "save_meld": save_meld}
+    state = begin("double-deck", options, dd80_save_deal(deal))
+    state = win_auction(state, 1)
+    state = act(state, 1, "declare_trump", suit="H")
+    state = meld_all(state, {0: "KD QD"})
+    _, result = frugal_out(state)
+    assert result["points"][0] == 0 and result["saved"][0] is saved
+    assert result["delta"][0] == (2 if saved else 0)
+
+
+@pytest.mark.parametrize("applies_to", ["both", "defenders"])
+def test_save_applies_to_each_value_double_deck_80(applies_to: str) -> None:
+    """A.2 ``save_applies_to`` with 80 cards: seat 0 declares at 2 with marriages in clubs and
+    diamonds (4); seat 1 holds every heart and wins every trick."""
+    options = {
+        "exchange_mode": "none",
+        "trump_requires_marriage": False,
+        "min_bid": 2,
+        "save_applies_to": applies_to,
+    }
+    hearts = " ".join(_suit_cards(80, "H"))
+    state = begin("double-deck", options, ("KD QD KC QC", hearts))
+    state = win_auction(state, 0)
+    state = act(state, 0, "declare_trump", suit="H")
+    state = meld_all(state, {0: "KD QD KC QC"})
+    _, result = frugal_out(state)
+    assert result["points"][0] == 0 and result["bid"] == 2
+    assert result["delta"][0] == (-2 if applies_to == "both" else 4)
