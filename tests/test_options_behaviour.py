@@ -1132,6 +1132,28 @@ def test_head_when_trumped_with_the_partner_winning(
     assert legal_cards(state, seat) == (["AC"] if over_partner else ["AC", "QC"])
 
 
+@pytest.mark.parametrize(("variant", "extra"), SEAT_GAMES, ids=GAME_IDS)
+@pytest.mark.parametrize("over_partner", [True, False])
+def test_a_void_player_over_trumps_its_partner_whatever_head_over_partner(
+    variant: str, extra: dict[str, object], over_partner: bool
+) -> None:
+    """A.9 item 10 waives heading only for a player *following suit* (README "Rulings"): one
+    out of the led suit still trumps and over-trumps its partner's winning trump."""
+    # As above, but seat 0 holds no club: AH JH, then spades, diamonds and what hearts are left.
+    trick = ["10C", "QH"] if variant == "cutthroat" else ["10C", "QH", "JC"]
+    options = seat_game_options(
+        variant,
+        extra,
+        must_trump_when_void=True,
+        must_overtrump=True,
+        head_over_partner=over_partner,
+    )
+    state, seat, hand = trick_position(variant, options, "H", trick, "AH JH", "SDH", "HDS")
+    over_trumps = {card for card in hand if card in ("AH", "10H", "KH")}
+    assert "AH" in over_trumps and not any(card.endswith("C") for card in hand)
+    assert set(legal_cards(state, seat)) == over_trumps  # not JH, nor a diamond or spade
+
+
 # The 80-card deck (no nines, 20 cards each), hearts trump, seat 1 declares and leads. Seat 0
 # melds KD QD (2) and holds the 20th heart, a JH. In ``nothing`` seat 1 (AS and 19 hearts) wins
 # every trick; in ``one_trick`` seat 1 leads JS, seat 2 heads with QS, seat 3 (no spade, no
