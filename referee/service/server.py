@@ -62,6 +62,21 @@ SERVICE_NAMES = (
 RESPONSE_MESSAGE_FACTOR = 16
 
 
+def bare_host(host: str) -> str:
+    """``--host`` without the brackets an IPv6 address may be written in (``[::1]``: ``::1``),
+    as the metrics server binds it."""
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as gRPC binds it and the log names it, an IPv6 address in brackets
+    (``[::1]:50051``). ``--host ::`` or ``::1`` failed the start: gRPC read ``::1:0`` as an
+    IPv6 address without a port, and ``:::50051`` as no address at all; the bracketed form
+    failed the metrics server, which takes the address bare."""
+    bare = bare_host(host)
+    return f"[{bare}]:{port}" if ":" in bare else f"{bare}:{port}"
+
+
 def _grpc_int(value: int) -> int:
     """``value`` as a gRPC integer option, which is a C int: larger values failed the server's
     start with an OverflowError (``--max-message-bytes`` of 128 MiB and more)."""
@@ -244,7 +259,7 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
             *connection_age_options(settings.max_connection_age_seconds),
         ],
     )
-    address = f"{settings.host}:{settings.port}"
+    address = host_port(settings.host, settings.port)
     try:
         if settings.tls_cert:
             files = TlsFiles(settings.tls_cert, settings.tls_key, settings.tls_client_ca)
@@ -420,10 +435,11 @@ async def serve(settings: Settings) -> int:
     try:
         if settings.metrics_port:  # first: a taken metrics port leaves no database behind
             try:
-                start_http_server(settings.metrics_port, addr=settings.host)
+                start_http_server(settings.metrics_port, addr=bare_host(settings.host))
             except OSError as error:
                 raise StartError(
-                    f"cannot serve metrics on {settings.host}:{settings.metrics_port}: {error}"
+                    f"cannot serve metrics on {host_port(settings.host, settings.metrics_port)}:"
+                    f" {error}"
                 ) from None
         running = await start_server(settings)
     except (StartError, StoreError) as error:
@@ -432,7 +448,7 @@ async def serve(settings: Settings) -> int:
     tune_gc()
     log.info(
         "serving",
-        address=f"{settings.host}:{running.port}",
+        address=host_port(settings.host, running.port),
         db=settings.db if "://" not in settings.db else settings.db.split("@")[-1],
         metrics_port=settings.metrics_port,
         tls=bool(settings.tls_cert),
