@@ -16,8 +16,13 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
-from referee.service.server import bare_host, host_port
-from tests.service_helpers import free_port, health_stub
+from referee.service.server import (
+    bare_host,
+    connection_age_options,
+    host_port,
+    keepalive_options,
+)
+from tests.service_helpers import free_port, health_stub, new_table, serving
 from tests.test_service_crash import running
 
 
@@ -67,3 +72,31 @@ async def test_serve_listens_on_an_ipv6_host_with_its_metrics(tmp_path: Path, ho
         with urllib.request.urlopen(f"http://[::1]:{metrics_port}/metrics", timeout=5) as page:
             assert b"grpc_server_handled_total" in page.read()
         assert f'"address":"[{bare_host(host)}]:{port}"' in log.read_text()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        {"max_pending_calls": 3_000_000_000},
+        {"keepalive_seconds": 30 * 86_400.0},
+        {"max_connection_age_seconds": 30 * 86_400.0},
+    ],
+    ids=["max-pending-calls", "keepalive-seconds", "max-connection-age-seconds"],
+)
+async def test_a_flag_beyond_grpcs_c_int_serves(tmp_path: Path, flags: dict[str, float]) -> None:
+    """Was: ``--max-pending-calls`` past 2**31 - 1, or ``--keepalive-seconds`` or
+    ``--max-connection-age-seconds`` of 30 days (gRPC takes them in milliseconds, a C int:
+    about 24.8 days at most) stopped ``serve`` with an OverflowError traceback, as
+    ``--max-message-bytes`` of 128 MiB once did. gRPC's options now stop at the largest it
+    takes."""
+    async with serving(tmp_path, **flags) as srv:
+        table = await new_table(srv.client, "partnership", seed="long")
+        assert (await table.seats[1].submit({"type": "pass"}))["version"] == 1
+
+
+def test_time_options_stop_at_the_largest_c_int() -> None:
+    options = dict(keepalive_options(1e12, 10.0)) | dict(connection_age_options(1e12))
+    assert options["grpc.keepalive_time_ms"] == 2**31 - 1
+    assert options["grpc.max_connection_age_ms"] == 2**31 - 1
+    assert options["grpc.keepalive_timeout_ms"] == 20_000
+    assert options["grpc.max_connection_age_grace_ms"] == 30_000

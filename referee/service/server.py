@@ -79,7 +79,9 @@ def host_port(host: str, port: int) -> str:
 
 def _grpc_int(value: int) -> int:
     """``value`` as a gRPC integer option, which is a C int: larger values failed the server's
-    start with an OverflowError (``--max-message-bytes`` of 128 MiB and more)."""
+    start with an OverflowError and a traceback (``--max-message-bytes`` of 128 MiB and more,
+    ``--max-pending-calls`` past 2**31 - 1, and ``--keepalive-seconds`` or
+    ``--max-connection-age-seconds`` past about 24.8 days, which gRPC takes in milliseconds)."""
     return min(value, 2**31 - 1)
 
 
@@ -198,7 +200,7 @@ def keepalive_options(seconds: float, client_ping_seconds: float) -> list[tuple[
     option is ``grpc.http2.min_ping_interval_without_data_ms``; core's C name for it says
     ``RECV``, and an option spelt that way is silently ignored.)
     """
-    interval = round(seconds * 1000)
+    interval = _grpc_int(round(seconds * 1000))
     timeout = round(min(seconds, KEEPALIVE_TIMEOUT_SECONDS) * 1000)
     return [
         ("grpc.keepalive_time_ms", interval),
@@ -221,7 +223,7 @@ def connection_age_options(seconds: float) -> list[tuple[str, int]]:
     if not seconds:
         return []
     return [
-        ("grpc.max_connection_age_ms", round(seconds * 1000)),
+        ("grpc.max_connection_age_ms", _grpc_int(round(seconds * 1000))),
         (
             "grpc.max_connection_age_grace_ms",
             round(min(seconds, CONNECTION_AGE_GRACE_SECONDS) * 1000),
@@ -253,8 +255,11 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
             # clients reconnecting at once (every watcher after a restart) queues here. gRPC's
             # defaults (1,000, then a random share up to 3,000) cancelled some 170 of 2,000
             # WatchGame calls opened at once; one limit makes the bound plain.
-            ("grpc.server.max_pending_requests", settings.max_pending_calls),
-            ("grpc.server.max_pending_requests_hard_limit", settings.max_pending_calls),
+            ("grpc.server.max_pending_requests", _grpc_int(settings.max_pending_calls)),
+            (
+                "grpc.server.max_pending_requests_hard_limit",
+                _grpc_int(settings.max_pending_calls),
+            ),
             *keepalive_options(settings.keepalive_seconds, settings.client_ping_seconds),
             *connection_age_options(settings.max_connection_age_seconds),
         ],
