@@ -7,6 +7,7 @@ behaviour the README promises that no other test reached end to end.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import urllib.request
 from pathlib import Path
@@ -17,11 +18,13 @@ from grpc_health.v1 import health_pb2
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.server import (
+    SERVICE_NAMES,
     bare_host,
     connection_age_options,
     host_port,
     keepalive_options,
 )
+from referee.store.base import StoreError
 from tests.service_helpers import free_port, health_stub, new_table, serving
 from tests.test_service_crash import running
 
@@ -100,3 +103,58 @@ def test_time_options_stop_at_the_largest_c_int() -> None:
     assert options["grpc.max_connection_age_ms"] == 2**31 - 1
     assert options["grpc.keepalive_timeout_ms"] == 20_000
     assert options["grpc.max_connection_age_grace_ms"] == 30_000
+
+
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def test_a_health_watcher_hears_readiness_after_another_watcher_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: grpc_health's asyncio Watch deleted, as one watcher of a service left, the
+    condition every other watcher of that service waited on; they never heard of a change
+    again, so a watcher of RefereeService (a balancer, a dashboard) went on seeing SERVING
+    while the store could not be read. Now each watcher hears every change."""
+    async with serving(tmp_path, store_check_seconds=0.05) as srv:
+        stub = health_stub(srv.client.channel)
+        request = health_pb2.HealthCheckRequest(service=SERVICE_NAMES[0])
+        leaving, staying = stub.Watch(request), stub.Watch(request)
+        assert (await leaving.read()).status == (await staying.read()).status == SERVING
+        leaving.cancel()
+        # Another watch opened and closed once the first has left (its stream gone).
+        again = stub.Watch(request)
+        assert (await again.read()).status == SERVING
+        again.cancel()
+
+        async def unreachable() -> None:
+            raise StoreError("read failed: connection refused")
+
+        monkeypatch.setattr(srv.running.store, "ping", unreachable)
+        assert (await asyncio.wait_for(staying.read(), 30)).status == NOT_SERVING
+        monkeypatch.undo()
+        assert (await asyncio.wait_for(staying.read(), 30)).status == SERVING
+        staying.cancel()
+
+
+async def test_health_watches_end_as_the_shutdown_begins(tmp_path: Path) -> None:
+    """Was: a health Watch stream (gRPC's client-side health checking keeps one on every
+    connection) followed the server until gRPC cut it, so a graceful shutdown waited out its
+    whole grace period for it and then ended it with a bare "Cancelling all calls", as
+    WatchGame streams once did. Now each stream sends NOT_SERVING and ends, and the shutdown
+    waits only for the calls in flight (none here, with an hour's grace)."""
+    async with serving(tmp_path) as srv:
+        stub = health_stub(srv.client.channel)
+        watches = [
+            stub.Watch(health_pb2.HealthCheckRequest(service=name))
+            for name in ("", *SERVICE_NAMES, "no.such.Service")
+        ]
+        first = [(await watch.read()).status for watch in watches]
+        assert first == [SERVING, SERVING, SERVING, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN]
+        stopping = asyncio.ensure_future(srv.running.stop(3600))
+        for watch in watches[:3]:
+            assert (await asyncio.wait_for(watch.read(), 30)).status == NOT_SERVING
+        for watch in watches:
+            assert await asyncio.wait_for(watch.read(), 30) is grpc.aio.EOF
+            assert await watch.code() == grpc.StatusCode.OK
+        await asyncio.wait_for(stopping, 30)

@@ -109,7 +109,7 @@ class StartError(Exception):
 class Running:
     server: grpc.aio.Server
     port: int
-    health: health.aio.HealthServicer
+    health: HealthServicer
     store: GameStore
     games: GameManager
     background: list[asyncio.Task[None]]  # following the store's changes, keeping house
@@ -125,6 +125,87 @@ class Running:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.store.close()
+
+
+class HealthServicer(health_pb2_grpc.HealthServicer):
+    """The gRPC health service (``grpc.health.v1.Health``): grpc_health's asyncio servicer,
+    with two faults of its ``Watch`` mended.
+
+    * When one watcher of a service left, it deleted the condition every other watcher of that
+      service waited on, so they never heard of a change again: not readiness going NOT_SERVING
+      while the store cannot be read, nor the shutdown's NOT_SERVING. Here each watcher has
+      its own wake-up, and a service's entry goes only with its last watcher (so names that
+      clients make up do not pile up).
+    * A ``Watch`` stream followed the server until gRPC cut it: one health watcher (gRPC's
+      client-side health checking keeps one per connection) held every graceful shutdown for
+      the whole grace period, then got a bare "Cancelling all calls". Once the shutdown has
+      begun, a stream sends NOT_SERVING (or whatever it has not sent yet) and ends, OK.
+
+    ``Check``, ``set`` and ``enter_graceful_shutdown`` behave as grpc_health's.
+    """
+
+    def __init__(self) -> None:
+        self._status: dict[str, int] = {"": health_pb2.HealthCheckResponse.SERVING}
+        self._watchers: dict[str, set[asyncio.Event]] = {}
+        self._shutting_down = False
+
+    async def Check(  # noqa: N802 - gRPC method names
+        self,
+        request: health_pb2.HealthCheckRequest,
+        context: grpc.aio.ServicerContext[
+            health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+        ],
+    ) -> health_pb2.HealthCheckResponse:
+        status = self._status.get(request.service)
+        if status is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND)
+        return health_pb2.HealthCheckResponse(status=status)
+
+    async def Watch(  # noqa: N802
+        self,
+        request: health_pb2.HealthCheckRequest,
+        context: grpc.aio.ServicerContext[
+            health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+        ],
+    ) -> None:
+        service = request.service
+        wake = asyncio.Event()
+        watchers = self._watchers.setdefault(service, set())
+        watchers.add(wake)
+        try:
+            sent: int | None = None
+            while True:
+                wake.clear()  # before reading: a change while this writes wakes it again
+                status = self._status.get(service, health_pb2.HealthCheckResponse.SERVICE_UNKNOWN)
+                if status != sent:
+                    await context.write(health_pb2.HealthCheckResponse(status=status))
+                    sent = status
+                if self._shutting_down:
+                    return
+                await wake.wait()
+        finally:
+            watchers.discard(wake)
+            if not watchers:
+                self._watchers.pop(service, None)
+
+    async def set(self, service: str, status: int) -> None:
+        """Set ``service``'s status (ignored once the shutdown has begun)."""
+        if self._shutting_down:
+            return
+        self._status[service] = status
+        for wake in self._watchers.get(service, ()):
+            wake.set()
+
+    async def enter_graceful_shutdown(self) -> None:
+        """Every service NOT_SERVING for good; every ``Watch`` stream sends it and ends."""
+        if self._shutting_down:
+            return
+        self._shutting_down = True
+        for service in self._status:
+            self._status[service] = health_pb2.HealthCheckResponse.NOT_SERVING
+        for watchers in self._watchers.values():
+            for wake in watchers:
+                wake.set()
 
 
 class TlsFiles:
@@ -314,7 +395,7 @@ async def _serve_on(
     await games.recount_active_games()
     pb_grpc.add_RefereeServiceServicer_to_server(RefereeServicer(games), server)
     pb_grpc.add_RulesServiceServicer_to_server(RulesServicer(), server)
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
@@ -380,9 +461,7 @@ class StoreHealth:
     kept here, outside ``follow``, so a restarted ``follow`` (``keep_running``) goes on from it.
     """
 
-    def __init__(
-        self, store: GameStore, health_servicer: health.aio.HealthServicer, every: float
-    ) -> None:
+    def __init__(self, store: GameStore, health_servicer: HealthServicer, every: float) -> None:
         self.store = store
         self.health_servicer = health_servicer
         self.every = every
