@@ -15,6 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2
+from pinochle_client import RefereeError
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service.server import (
@@ -25,7 +26,7 @@ from referee.service.server import (
     keepalive_options,
 )
 from referee.store.base import StoreError
-from tests.service_helpers import free_port, health_stub, new_table, serving
+from tests.service_helpers import bearer, free_port, health_stub, new_table, serving
 from tests.test_service_crash import running
 
 
@@ -158,3 +159,28 @@ async def test_health_watches_end_as_the_shutdown_begins(tmp_path: Path) -> None
             assert await asyncio.wait_for(watch.read(), 30) is grpc.aio.EOF
             assert await watch.code() == grpc.StatusCode.OK
         await asyncio.wait_for(stopping, 30)
+
+
+async def test_the_audit_log_pages_within_a_small_response_limit(tmp_path: Path) -> None:
+    """Was: a page of GetAuditLog stopped before 2 MiB whatever the server's response limit
+    (16 times ``--max-message-bytes``), so with a limit under 128 KiB each page of a long log
+    failed RESOURCE_EXHAUSTED ("Sent message larger than max") and the log could not be read.
+    A page now stops before that limit too, and paging on reads the whole log."""
+    limit = 1024  # requests; responses up to 16 KiB
+    async with serving(tmp_path, max_message_bytes=limit) as srv:
+        table = await new_table(srv.client, "partnership", seed="small-pages")
+        for _ in range(80):  # each refusal's entry quotes its fifty cards
+            with pytest.raises(RefereeError):
+                await table.seats[1].submit({"type": "discard", "cards": ["KH"] * 50})
+        pages: list[list[int]] = []
+        after = 0
+        while True:
+            request = pb.GetAuditLogRequest(game_id=table.game_id, after_seq=after)
+            page = await srv.referee.GetAuditLog(request, metadata=bearer(table.adjudicator_token))
+            if not page.entries:
+                break
+            assert page.ByteSize() <= 16 * limit
+            pages.append([entry.seq for entry in page.entries])
+            after = page.entries[-1].seq
+        assert len(pages) > 1
+        assert [seq for page_seqs in pages for seq in page_seqs] == list(range(1, 81))

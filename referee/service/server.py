@@ -393,7 +393,10 @@ async def _serve_on(
         shared_store=is_postgres_url(settings.db),
     )
     await games.recount_active_games()
-    pb_grpc.add_RefereeServiceServicer_to_server(RefereeServicer(games), server)
+    servicer = RefereeServicer(
+        games, max_response_bytes=_grpc_int(RESPONSE_MESSAGE_FACTOR * settings.max_message_bytes)
+    )
+    pb_grpc.add_RefereeServiceServicer_to_server(servicer, server)
     pb_grpc.add_RulesServiceServicer_to_server(RulesServicer(), server)
     health_servicer = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -46,7 +46,11 @@ MAX_AUDIT_PAGE = 1000
 # A page of the audit log stops before this many bytes of entries (it always holds one entry
 # when there is one), so it fits in a client's default 4 MiB receive limit however large the
 # entries are: a page may hold fewer than page_size entries; the log's end is an empty page.
+# It also stops before the server's own response limit (16 times --max-message-bytes), where
+# that is smaller.
 MAX_AUDIT_PAGE_BYTES = 2 * 1024 * 1024
+# What an entry adds to a page beyond its own bytes: its field tag and length prefix.
+_ENTRY_FRAMING = 6
 
 
 def _token(context: grpc.aio.ServicerContext) -> str | None:  # type: ignore[type-arg]
@@ -70,8 +74,10 @@ def _game_id(game_id: str) -> str:
 
 
 class RefereeServicer(pb_grpc.RefereeServiceServicer):
-    def __init__(self, games: GameManager) -> None:
+    def __init__(self, games: GameManager, max_response_bytes: int = 2**31 - 1) -> None:
         self.games = games
+        # The largest response gRPC sends for this server: a larger one fails the call.
+        self.max_response_bytes = max_response_bytes
 
     async def CreateGame(  # noqa: N802 - gRPC method names
         self,
@@ -182,12 +188,16 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         full = caller.role == ADJUDICATOR
         page = pb.GetAuditLogResponse()
         size = 0
+        # Was 2 MiB whatever the server's response limit: with --max-message-bytes under
+        # 128 KiB, every page of a long game failed RESOURCE_EXHAUSTED ("Sent message larger
+        # than max") and the log could not be read at all.
+        most = min(MAX_AUDIT_PAGE_BYTES, self.max_response_bytes)
         for row in rows:
             entry = _audit_entry(
                 row, full, own=caller.role == SEAT and row.role == SEAT and row.seat == caller.seat
             )
-            size += entry.ByteSize()
-            if page.entries and size > MAX_AUDIT_PAGE_BYTES:
+            size += entry.ByteSize() + _ENTRY_FRAMING
+            if page.entries and size > most:
                 break
             page.entries.append(entry)
         return page
