@@ -10,14 +10,26 @@ from __future__ import annotations
 import asyncio
 import socket
 import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pool, json_format, message_factory
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from pinochle_client import RefereeError
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
+from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
+from referee.service.convert import dict_to_struct
+from referee.service.errors import error_details
 from referee.service.server import (
     SERVICE_NAMES,
     bare_host,
@@ -26,7 +38,16 @@ from referee.service.server import (
     keepalive_options,
 )
 from referee.store.base import StoreError
-from tests.service_helpers import bearer, free_port, health_stub, new_table, serving
+from tests.service_helpers import (
+    ADJUDICATOR_TOKEN,
+    VARIANTS,
+    bearer,
+    free_port,
+    health_stub,
+    new_table,
+    serving,
+)
+from tests.test_fuzz_review import Game, ServerThread, Stubs, create
 from tests.test_service_crash import running
 
 
@@ -184,3 +205,249 @@ async def test_the_audit_log_pages_within_a_small_response_limit(tmp_path: Path)
             after = page.entries[-1].seq
         assert len(pages) > 1
         assert [seq for page_seqs in pages for seq in page_seqs] == list(range(1, 81))
+
+
+def _reflected_calls(address: str) -> dict[str, object]:
+    """What a generic client that knows nothing of the contract gets through reflection: the
+    services listed, and CreateGame and ScoreMeld built and read from the descriptors the
+    server sends (grpcio-reflection's descriptor database; grpcurl does the same)."""
+    with grpc.insecure_channel(address) as channel:
+        database = ProtoReflectionDescriptorDatabase(channel)
+        pool = descriptor_pool.DescriptorPool(database)
+        services = sorted(database.get_services())
+
+        def call(method: str, fields: dict[str, object]) -> dict[str, object]:
+            service, _, name = method.rpartition(".")
+            described = pool.FindServiceByName(service).FindMethodByName(name)
+            request_class = message_factory.GetMessageClass(described.input_type)
+            response_class = message_factory.GetMessageClass(described.output_type)
+            request = json_format.ParseDict(fields, request_class())
+            unary: Callable[..., Any] = channel.unary_unary(
+                f"/{service}/{name}",
+                request_serializer=lambda message: message.SerializeToString(),
+                response_deserializer=response_class.FromString,
+            )
+            answer = json_format.MessageToDict(unary(request, timeout=10))
+            assert isinstance(answer, dict)
+            return answer
+
+        created = call(
+            "pinochle.referee.v1.RefereeService.CreateGame",
+            {"variant": "partnership", "seed": "reflected", "options": {"target": 1000}},
+        )
+        meld = call(
+            "pinochle.referee.v1.RulesService.ScoreMeld",
+            {"trump": "H", "hand": ["AH", "10H", "KH", "QH", "JH", "9H"]},
+        )
+    return {"services": services, "created": created, "meld": meld}
+
+
+async def test_a_generic_client_calls_through_reflection_alone(tmp_path: Path) -> None:
+    """The README's reflection example, with a client built only from the descriptors the
+    server reflects (no generated stubs): the four services listed, a game created, the
+    README's meld scored."""
+    async with serving(tmp_path) as srv:
+        got = await asyncio.to_thread(_reflected_calls, srv.address)
+        assert got["services"] == [
+            "grpc.health.v1.Health",
+            "grpc.reflection.v1alpha.ServerReflection",
+            "pinochle.referee.v1.RefereeService",
+            "pinochle.referee.v1.RulesService",
+        ]
+        created = got["created"]
+        assert isinstance(created, dict) and len(created["seatTokens"]) == 4
+        seat = srv.client.seat(str(created["gameId"]), created["seatTokens"][1])
+        assert (await seat.view())["options"]["target"] == 1000
+        assert got["meld"] == {
+            "total": 160,
+            "melds": [
+                {
+                    "name": "run",
+                    "level": 1,
+                    "points": 150,
+                    "cards": ["AH", "10H", "KH", "QH", "JH"],
+                },
+                {"name": "dix", "level": 1, "points": 10, "cards": ["9H"]},
+            ],
+        }
+
+
+# ----------------------------------------------------------------------------------------------
+# Every RPC of both services with well-typed random requests, built from the contract itself
+
+DOCUMENTED = frozenset(
+    {
+        grpc.StatusCode.OK,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    }
+)
+CARDS = [f"{rank}{suit}" for rank in ("A", "10", "K", "Q", "J", "9") for suit in "SHDC"]
+WORDS = ["", "H", "S", "x", "pass", "bid", "run", "stock", "playoff", "\x00", "é", "x" * 300]
+METHODS = [
+    (service.full_name, method)
+    for service in pb.DESCRIPTOR.services_by_name.values()
+    for method in service.methods
+]
+int32s = st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-3, 300))
+int64s = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-3, 60))
+
+
+def _texts(extra: Sequence[str]) -> st.SearchStrategy[str]:
+    return st.one_of(st.sampled_from([*WORDS, *CARDS, *VARIANTS, *extra]), st.text(max_size=20))
+
+
+def _json(texts: st.SearchStrategy[str]) -> st.SearchStrategy[object]:
+    leaves = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**53), 2**53),
+        st.floats(allow_nan=False, allow_infinity=False),
+        texts,
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+        max_leaves=10,
+    )
+
+
+def _scalars(field: FieldDescriptor, texts: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    kinds: dict[int, st.SearchStrategy[Any]] = {
+        FieldDescriptor.TYPE_INT32: int32s,
+        FieldDescriptor.TYPE_INT64: int64s,
+        FieldDescriptor.TYPE_BOOL: st.booleans(),
+        FieldDescriptor.TYPE_STRING: texts,
+    }
+    return kinds[field.type]
+
+
+@st.composite
+def requests(
+    draw: st.DrawFn, described: Descriptor, texts: st.SearchStrategy[str], depth: int = 0
+) -> Any:
+    """A message of type ``described`` with random fields: any oneof member or none, any
+    optional field set or not, Structs of random JSON."""
+    if described.full_name == "google.protobuf.Struct":
+        return dict_to_struct(draw(st.dictionaries(texts, _json(texts), max_size=4)))
+    message = getattr(pb, described.name)()
+    chosen = {
+        oneof.name: draw(st.sampled_from([None, *(field.name for field in oneof.fields)]))
+        for oneof in described.oneofs
+        if len(oneof.fields) > 1  # not the one of a proto3 optional field
+    }
+    for field in described.fields:
+        oneof = field.containing_oneof
+        if oneof is not None and oneof.name in chosen:
+            if chosen[oneof.name] != field.name:
+                continue
+        elif not draw(st.booleans()):
+            continue
+        if field.type == FieldDescriptor.TYPE_MESSAGE:
+            if depth > 3:
+                continue
+            assert field.message_type is not None
+            inner = requests(field.message_type, texts, depth + 1)
+            if field.is_repeated:
+                for value in draw(st.lists(inner, max_size=3)):
+                    getattr(message, field.name).add().CopyFrom(value)
+            else:
+                getattr(message, field.name).CopyFrom(draw(inner))
+        elif field.is_repeated:
+            getattr(message, field.name).extend(draw(st.lists(_scalars(field, texts), max_size=6)))
+        else:
+            setattr(message, field.name, draw(_scalars(field, texts)))
+    return message
+
+
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[grpc.Channel, list[Game]]]:
+    server = ServerThread(tmp_path_factory.mktemp("surface"))
+    server.start()
+    channel = grpc.insecure_channel(server.address)
+    try:
+        stubs = Stubs(
+            channel, pb_grpc.RefereeServiceStub(channel), pb_grpc.RulesServiceStub(channel)
+        )
+        yield channel, [create(stubs, variant, f"surface-{variant}") for variant in VARIANTS]
+    finally:
+        channel.close()
+        server.stop()
+
+
+def _credentials(token: str | None, form: int) -> tuple[tuple[str, str], ...]:
+    if token is None:
+        return ()
+    return (
+        (("authorization", f"Bearer {token}"),),
+        (("authorization", f"bearer {token}  "),),
+        (("authorization", "Bearer"), ("authorization", f"Bearer {token}")),
+        (("authorization", f"Bearer {token}"), ("authorization", "Bearer junk")),
+    )[form]
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_every_rpc_with_well_typed_random_requests_answers_a_documented_status(
+    fuzzed: tuple[grpc.Channel, list[Game]], data: st.DataObject
+) -> None:
+    """Both services, every RPC, requests drawn from the contract's own descriptors (every
+    oneof member or none, int32 and int64 extremes, Structs of any JSON), with no token, a
+    wrong one, or a real one in the header's odd but valid forms: the status is one the README
+    documents, never UNKNOWN or INTERNAL; a refusal carries ErrorInfo with its reason; an
+    INVALID_ARGUMENT names the field in a BadRequest; an illegal action gives the game's
+    version; a stale one says STALE_VERSION."""
+    channel, games = fuzzed
+    game = data.draw(st.sampled_from(games))
+    service, method = data.draw(st.sampled_from(METHODS))
+    texts = _texts([game.game_id])
+    request = data.draw(requests(method.input_type, texts))
+    if "game_id" in method.input_type.fields_by_name and data.draw(st.booleans()):
+        request.game_id = game.game_id
+    token = data.draw(st.sampled_from([None, "junk", ADJUDICATOR_TOKEN, *game.tokens()]))
+    metadata = _credentials(token, data.draw(st.integers(0, 3)))
+    response_class = getattr(pb, method.output_type.name)
+    path = f"/{service}/{method.name}"
+    try:
+        if method.server_streaming:
+            stream = channel.unary_stream(
+                path,
+                request_serializer=type(request).SerializeToString,
+                response_deserializer=response_class.FromString,
+            )
+            for _ in stream(request, metadata=metadata, timeout=0.3):
+                pass
+        else:
+            unary = channel.unary_unary(
+                path,
+                request_serializer=type(request).SerializeToString,
+                response_deserializer=response_class.FromString,
+            )
+            unary(request, metadata=metadata, timeout=10)
+    except grpc.RpcError as error:
+        code = error.code()
+        details = error_details(error)
+        event(f"{method.name} {code.name}")
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED and method.server_streaming:
+            return  # a watch waits for events that do not come
+        assert code in DOCUMENTED, f"{method.name}: {code.name} {error.details()}"
+        assert details.get("reason"), f"{method.name}: {code.name} without ErrorInfo"
+        if code == grpc.StatusCode.INVALID_ARGUMENT:
+            assert details.get("fields"), f"{method.name}: no BadRequest: {error.details()}"
+        if code == grpc.StatusCode.FAILED_PRECONDITION:
+            metadata_sent = details.get("metadata")
+            assert isinstance(metadata_sent, dict) and "version" in metadata_sent
+        if code == grpc.StatusCode.ABORTED:
+            assert details["reason"] == "STALE_VERSION"
+    else:
+        event(f"{method.name} OK")
