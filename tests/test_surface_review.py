@@ -34,10 +34,12 @@ from referee.service.server import (
     SERVICE_NAMES,
     bare_host,
     connection_age_options,
+    db_for_log,
     host_port,
     keepalive_options,
 )
 from referee.store.base import StoreError
+from referee.store.postgres import describe
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,
     VARIANTS,
@@ -49,6 +51,7 @@ from tests.service_helpers import (
 )
 from tests.test_fuzz_review import Game, ServerThread, Stubs, create
 from tests.test_service_crash import running
+from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
 
 def _ipv6_loopback() -> bool:
@@ -451,3 +454,31 @@ def test_every_rpc_with_well_typed_random_requests_answers_a_documented_status(
             assert details["reason"] == "STALE_VERSION"
     else:
         event(f"{method.name} OK")
+
+
+def test_the_serving_line_names_a_database_without_its_credentials() -> None:
+    assert db_for_log("./data/referee.db") == "./data/referee.db"
+    for url in (
+        "postgresql://referee:hunter2@db.example:6432/games",
+        "postgresql://db.example:6432/games?password=hunter2&sslmode=require",
+        "postgres://db.example:6432/games?user=referee&password=hunter2",
+    ):
+        assert db_for_log(url) == "db.example:6432/games"
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+async def test_serve_logs_no_password_given_in_the_urls_query(tmp_path: Path, backend: str) -> None:
+    """Was: the ``serving`` line cut a PostgreSQL URL at its ``@`` only, so a password given
+    as a query parameter (``?password=...``, libpq's other form, which a Secret's URL may
+    use) was written to every log that reads the server's start. It names host, port and
+    database now, as ``start_failed`` already did."""
+    secret = "hunter2-not-for-logs"
+    url = f"{POSTGRES_URL}{'&' if '?' in POSTGRES_URL else '?'}password={secret}"
+    log = tmp_path / "server.log"
+    with postgres_schema("test_surface") as schema:
+        extra = ("--db", url, "--db-schema", schema)  # the last --db wins
+        with running(tmp_path / "unused.db", free_port(), log, *extra) as server:
+            await server.wait_serving()
+        text = log.read_text()
+    assert '"event":"serving"' in text and f'"db":"{describe(url)}"' in text
+    assert secret not in text

@@ -99,6 +99,18 @@ def open_store(db: str, schema: str = "", create: bool = True, serving: bool = T
     return SqliteStore(db, create=create, serving=serving)
 
 
+def db_for_log(db: str) -> str:
+    """The database as the ``serving`` line names it: a SQLite path, or a PostgreSQL URL's
+    ``host:port/dbname`` without credentials. The line once cut the URL at its ``@`` only, so a
+    password given as a query parameter (``postgresql://db/referee?password=...``, libpq's
+    other form) was written to the log."""
+    if not is_postgres_url(db):
+        return db
+    from referee.store.postgres import describe  # noqa: PLC0415 - psycopg only when used
+
+    return describe(db)
+
+
 class StartError(Exception):
     """The server could not listen: its gRPC or metrics port is taken, or its host is not one
     of this machine's (a store that cannot open raises ``StoreError``; ``serve`` reports both
@@ -536,7 +548,7 @@ async def serve(settings: Settings) -> int:
     log.info(
         "serving",
         address=host_port(settings.host, running.port),
-        db=settings.db if "://" not in settings.db else settings.db.split("@")[-1],
+        db=db_for_log(settings.db),
         metrics_port=settings.metrics_port,
         tls=bool(settings.tls_cert),
         games_created_by="creator credential" if settings.creator_token else "anyone",
