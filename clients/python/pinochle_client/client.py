@@ -239,7 +239,9 @@ class RefereeClient:
     ``deadline_seconds`` (None or 0: none) and fails ``DEADLINE_EXCEEDED`` past it; the streams
     have no deadline. Responses up to ``max_receive_message_bytes`` are accepted (16 MiB, the
     largest a server with the default ``--max-message-bytes`` sends; None or 0: gRPC's own
-    4 MiB), so a large export does not fail ``RESOURCE_EXHAUSTED`` in the client.
+    4 MiB), so a large export does not fail ``RESOURCE_EXHAUSTED`` in the client. A server
+    with TLS takes ``credentials=grpc.ssl_channel_credentials(root_certificates=...)`` (with
+    ``private_key`` and ``certificate_chain`` for mutual TLS); None connects in plain text.
 
     ``rules`` queries (GAME_RECORD.md §3) need no game or token: ``score_meld``,
     ``legal_plays``, ``trick_winner``, ``trick_points`` and ``score_hand``. A query the rules
