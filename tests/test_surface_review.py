@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from referee.service.server import (
     host_port,
     keepalive_options,
 )
-from referee.store.base import StoreError
+from referee.store.base import AuditRow, Commit, StoreError
 from referee.store.postgres import describe
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,
@@ -482,3 +482,45 @@ async def test_serve_logs_no_password_given_in_the_urls_query(tmp_path: Path, ba
         text = log.read_text()
     assert '"event":"serving"' in text and f'"db":"{describe(url)}"' in text
     assert secret not in text
+
+
+async def test_a_call_in_flight_when_the_shutdown_begins_is_answered_and_new_ones_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM's graceful stop, end to end on the wire: a SubmitAction whose commit is under
+    way when the shutdown begins is answered (and durable: the server started again on the
+    same database has it); calls made after are refused UNAVAILABLE by the stopped listener;
+    the stop ends once the call in flight has (the grace here is an hour)."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="in-flight")
+        store = srv.running.games.store
+        original: Callable[[Commit], Awaitable[AuditRow]] = store.commit
+        entered, gate = asyncio.Event(), asyncio.Event()
+
+        async def held_commit(commit: Commit) -> AuditRow:
+            entered.set()
+            await asyncio.wait_for(gate.wait(), 30)
+            return await original(commit)
+
+        monkeypatch.setattr(store, "commit", held_commit)
+        in_flight = asyncio.ensure_future(table.seats[1].submit({"type": "pass"}))
+        await asyncio.wait_for(entered.wait(), 30)
+        stopping = asyncio.ensure_future(srv.running.stop(3600))
+        get = pb.GetGameRequest(game_id=table.game_id)
+        for _ in range(300):  # until the listener has stopped (bounded)
+            async with grpc.aio.insecure_channel(srv.address) as channel:
+                stub = pb_grpc.RefereeServiceStub(channel)
+                try:
+                    await stub.GetGame(get, metadata=bearer(table.spectator_token), timeout=5)
+                except grpc.aio.AioRpcError as error:
+                    assert error.code() == grpc.StatusCode.UNAVAILABLE, error
+                    break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("new calls were still served after the shutdown began")
+        assert not in_flight.done() and not stopping.done()
+        gate.set()
+        assert (await asyncio.wait_for(in_flight, 30))["version"] == 1
+        await asyncio.wait_for(stopping, 30)
+    async with serving(tmp_path) as again:
+        assert (await table.through(again.client).adj.view())["version"] == 1
