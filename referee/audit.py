@@ -100,10 +100,52 @@ def audit_record(data: object, name: str = "-", keep_going: bool = False) -> dic
         return {"record": name, "error": str(error)}
 
 
+class _NotJson(ValueError):
+    """What Python's JSON reader accepts and JSON does not (RFC 8259), found while reading."""
+
+
+class _RepeatedKey(ValueError):
+    """A name given twice in one object: JSON that readers read differently."""
+
+
+def _refuse_constant(name: str) -> object:
+    raise _NotJson(f"{name} is not a JSON number")
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """An object whose names are unique. Python keeps the last of a repeated name, other
+    readers the first (RFC 8259 §4: the names "SHOULD be unique"), so such a record has no one
+    verdict: a second ``hands`` (two records pasted together) hid the first from the audit,
+    which called the record legal."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(
+                    f"the key {key!r} appears twice in one object (JSON readers differ on"
+                    " which one counts)"
+                )
+            seen.add(key)
+    return obj
+
+
+def read_record(text: str) -> object:
+    """A record's JSON text -> its value; raises ValueError (or RecursionError) when it is not
+    one JSON text with unique keys. A leading byte order mark (U+FEFF, which Windows tools such
+    as Notepad and PowerShell 5 write before UTF-8) is skipped, as RFC 8259 §8.1 lets a reader
+    do; NaN and Infinity, which Python reads and JSON has not, are refused."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+
+
 def audit_text(text: str, name: str = "-", keep_going: bool = False) -> dict[str, object]:
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as error:
+        data = read_record(text)
+    except _RepeatedKey as error:
+        return {"record": name, "error": str(error)}
+    except (json.JSONDecodeError, _NotJson, RecursionError) as error:
         return {"record": name, "error": f"not valid JSON: {error}"}
     except ValueError:  # Python refuses integers of more than 4,300 digits
         return {"record": name, "error": "not valid JSON: a number has too many digits"}

@@ -484,7 +484,7 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
     be used. A commitment that is not a SHA-256 in hex (cut short in a copy, ``0x`` before it)
     is exit 2: it was never published, so "valid": false, which says the deal was changed after
     the commitment, would be a false accusation."""
-    from referee.audit import RecordError, parse_deal  # noqa: PLC0415
+    from referee.audit import RecordError, parse_deal, read_record  # noqa: PLC0415
     from referee.rules.dealing import deal_commitment  # noqa: PLC0415
 
     expected = commitment.strip().lower()
@@ -500,7 +500,7 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
         return _unreadable_stdin(failed)
     try:
         text = read.decode("utf-8") if deal_text == "-" else deal_text
-        deal = parse_deal(json.loads(text), "deal")
+        deal = parse_deal(read_record(text), "deal")  # as a record's: BOM, NaN, repeated keys
         salt_bytes = bytes.fromhex(salt)
     except (RecordError, ValueError, RecursionError) as error:  # JSON and UTF-8 errors too
         print(f"pinochle-referee: {error}", file=sys.stderr)

@@ -6,10 +6,16 @@ Each test pins a defect found in the review, fixed with it; the docstring says w
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
-from referee.audit import audit_record, verdict_exit_status
-from tests.test_audit import HAND0, HAND1_TO_LEAD
+import pytest
+
+from referee import cli
+from referee.audit import audit_record, audit_text, verdict_exit_status
+from tests.service_helpers import serving
+from tests.test_audit import BAD_PLAY, HAND0, HAND1_TO_LEAD
 from tests.test_audit import record as _record
 
 
@@ -49,3 +55,94 @@ def test_keep_going_a_hand_its_own_skipped_actions_leave_short_still_ends_the_re
     assert verdict_exit_status(verdict) == 1
     assert [(v["hand"], v["code"]) for v in verdict["violations"]] == [(1, "NOT_YOUR_TURN")]
     assert len(verdict["hands"]) == 2 and verdict["hands"][1]["declarer"] is None
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a record: a byte order mark, NaN and Infinity, a repeated key
+
+
+def test_a_byte_order_mark_before_a_record_is_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A record saved as UTF-8 by Notepad or PowerShell 5 starts with a byte order mark
+    (EF BB BF). RFC 8259 §8.1 lets a reader ignore it; the audit said "not valid JSON:
+    Unexpected UTF-8 BOM (decode using utf-8-sig)" (exit 2) for a record that is legal."""
+    text = json.dumps(record(HAND0))
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert cli.main(["audit", str(path)]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict == audit_text(text, str(path))
+    assert verdict["legal"] is True
+    # Only the one mark a file may start with: a second is not JSON.
+    assert "error" in audit_text("\ufeff\ufeff" + text)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_in_a_record_are_not_json(constant: str) -> None:
+    """GAME_RECORD.md §1: a record is a JSON object. NaN and Infinity are not JSON (other
+    tools refuse the file), yet Python's reader takes them: a record holding one under an
+    ``x-`` key audited as legal (exit 0), and one as a bid's amount was a MALFORMED_ACTION
+    violation (exit 1) instead of a file that is not a record (exit 2). ``query`` already
+    refused them."""
+    text = json.dumps(record(HAND0, **{"x-duration": 1.5})).replace("1.5", constant)
+    verdict = audit_text(text, "r")
+    assert verdict == {"record": "r", "error": f"not valid JSON: {constant} is not a JSON number"}
+    assert verdict_exit_status(verdict) == 2
+    bid = json.dumps(record(HAND0)).replace('"amount": 250', f'"amount": {constant}', 1)
+    assert verdict_exit_status(audit_text(bid)) == 2
+
+
+def test_a_repeated_key_is_a_record_error() -> None:
+    """A key given twice in one object has no one meaning (RFC 8259 §4: names SHOULD be
+    unique; Python keeps the last, other readers the first). Two records pasted into one, the
+    second ``hands`` empty, audited as legal with no hand checked; a play with two ``card``
+    keys was judged on the second. Now exit 2, naming the key."""
+    illegal = json.dumps(record(HAND0, [*HAND1_TO_LEAD, BAD_PLAY]))
+    assert audit_text(illegal)["legal"] is False
+    pasted = illegal[:-1] + ', "hands": []}'
+    verdict = audit_text(pasted, "r")
+    assert verdict == {
+        "record": "r",
+        "error": "the key 'hands' appears twice in one object (JSON readers differ on which"
+        " one counts)",
+    }
+    assert verdict_exit_status(verdict) == 2
+    played = json.dumps(record(HAND0, HAND1_TO_LEAD))
+    two_cards = played.replace('"card"', '"card": "AS", "card"', 1)
+    assert "'card' appears twice" in str(audit_text(two_cards)["error"])
+
+
+async def test_audit_records_rpc_reads_records_as_the_command_line_does(tmp_path: Path) -> None:
+    """The AuditRecords RPC and the Python client give the command line's verdicts for the
+    same texts: a byte order mark skipped, NaN and a repeated key refused."""
+    text = json.dumps(record(HAND0))
+    texts = [
+        "\ufeff" + text,
+        text[:-1] + ', "x-a": NaN}',
+        text[:-1] + ', "hands": []}',
+    ]
+    async with serving(tmp_path) as srv:
+        items = [item async for item in srv.client.audit_records(texts)]
+    assert [item["index"] for item in items] == [0, 1, 2]
+    for index, item in enumerate(items):
+        assert item["verdict"] == audit_text(texts[index], f"records[{index}]")
+    assert items[0]["verdict"]["legal"] is True
+    assert "error" in items[1]["verdict"] and "error" in items[2]["verdict"]
+
+
+def test_verify_deal_reads_the_deal_as_a_record_is_read(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """verify-deal's DEAL_JSON: a repeated key is refused (exit 2) rather than hashed as the
+    last one, and a byte order mark before it is skipped."""
+    deal = record(HAND0)["hands"][0]["deal"]
+    salt = "00a1ff7e"
+    text = json.dumps(deal)
+    assert cli.main(["verify-deal", "0" * 64, salt, text]) == 1
+    computed = json.loads(capsys.readouterr().out)["computed"]
+    assert cli.main(["verify-deal", computed, salt, "\ufeff" + text]) == 0
+    capsys.readouterr()
+    repeated = text[:-1] + ', "widow": []}'
+    assert cli.main(["verify-deal", computed, salt, repeated]) == 2
+    assert "'widow' appears twice" in capsys.readouterr().err
