@@ -17,6 +17,7 @@ from referee.engine.actions import decode_action
 from referee.engine.engine import apply, check_deal, check_seat, hand_progress, new_game, start_hand
 from referee.engine.errors import DealError, IllegalAction
 from referee.engine.state import GameState, Setup
+from referee.jsonread import RepeatedKeyError, loads_once
 from referee.rules.cards import CardSyntaxError, parse_card, parse_cards
 from referee.rules.dealing import Deal
 from referee.rules.options import OptionError, resolve_options
@@ -104,30 +105,8 @@ class _NotJson(ValueError):
     """What Python's JSON reader accepts and JSON does not (RFC 8259), found while reading."""
 
 
-class _RepeatedKey(ValueError):
-    """A name given twice in one object: JSON that readers read differently."""
-
-
 def _refuse_constant(name: str) -> object:
     raise _NotJson(f"{name} is not a JSON number")
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    """An object whose names are unique. Python keeps the last of a repeated name, other
-    readers the first (RFC 8259 §4: the names "SHOULD be unique"), so such a record has no one
-    verdict: a second ``hands`` (two records pasted together) hid the first from the audit,
-    which called the record legal."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _RepeatedKey(
-                    f"the key {key!r} appears twice in one object (JSON readers differ on"
-                    " which one counts)"
-                )
-            seen.add(key)
-    return obj
 
 
 def read_record(text: str) -> object:
@@ -137,13 +116,16 @@ def read_record(text: str) -> object:
     do; NaN and Infinity, which Python reads and JSON has not, are refused."""
     if text.startswith("\ufeff"):
         text = text[1:]
-    return json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+    value, repeated = loads_once(text, parse_constant=_refuse_constant)
+    if repeated is not None:
+        raise repeated
+    return value
 
 
 def audit_text(text: str, name: str = "-", keep_going: bool = False) -> dict[str, object]:
     try:
         data = read_record(text)
-    except _RepeatedKey as error:
+    except RepeatedKeyError as error:
         return {"record": name, "error": str(error)}
     except (json.JSONDecodeError, _NotJson, RecursionError) as error:
         return {"record": name, "error": f"not valid JSON: {error}"}

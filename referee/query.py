@@ -27,6 +27,7 @@ from typing import Any, Final, TypeGuard
 
 from referee.engine.engine import make_setup
 from referee.engine.state import Setup
+from referee.jsonread import RepeatedKeyError, loads_once
 from referee.rules.cards import (
     Card,
     CardSyntaxError,
@@ -531,28 +532,52 @@ def _dump(answer: Mapping[str, object]) -> str:
         return json.dumps(rest, separators=(", ", ": "))
 
 
+def _repeated_key_answer(query: object, error: RepeatedKeyError) -> dict[str, object]:
+    """The error answer to a query that gives a key twice, its ``id`` copied (A.10 item 5)
+    unless ``id`` is the key given twice."""
+    answer: dict[str, object] = {}
+    if error.key != "id" and isinstance(query, Mapping) and "id" in query:
+        answer["id"] = query["id"]
+    answer["error"] = str(error)
+    return answer
+
+
 def run_queries(lines: Iterable[str | bytes]) -> Iterator[str]:
     """One JSON answer line per input line, same order; blank lines are skipped.
 
     A line that is not JSON gets an error answer in its place, so answers stay aligned with the
     questions (§3). ``NaN``, ``Infinity`` and numbers too large for a float are refused as not
     JSON: Python would accept them, but they could not be written back as valid JSON. Lines given
-    as bytes (standard input) must be UTF-8 (§1); one that is not gets an error answer too.
+    as bytes (standard input) must be UTF-8 (§1); one that is not gets an error answer too. A
+    byte order mark at the start of the input (Notepad and PowerShell 5 write one) is skipped,
+    as a record's is, and a key given twice in one object is an error, as in a record: readers
+    differ on which of the two counts.
     """
+    first = True
     for raw in lines:
         if isinstance(raw, bytes):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
+                first = False
                 yield _dump({"error": f"not a UTF-8 line: {exc}"})
                 continue
         else:
             line = raw
+        if first:
+            first = False
+            if line.startswith("\ufeff"):
+                line = line[1:]
         if not line.strip():
             continue
         try:
-            query = json.loads(line, parse_constant=_refuse_constant, parse_float=_finite_float)
+            query, repeated = loads_once(
+                line, parse_constant=_refuse_constant, parse_float=_finite_float
+            )
         except (ValueError, RecursionError) as exc:
             yield _dump({"error": f"not a JSON line: {exc}"})
+            continue
+        if repeated is not None:
+            yield _dump(_repeated_key_answer(query, repeated))
             continue
         yield _dump(answer_query(query))

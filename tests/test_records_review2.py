@@ -14,6 +14,7 @@ import pytest
 
 from referee import cli
 from referee.audit import audit_record, audit_text, verdict_exit_status
+from referee.query import run_queries
 from tests.service_helpers import serving
 from tests.test_audit import BAD_PLAY, HAND0, HAND1_TO_LEAD
 from tests.test_audit import record as _record
@@ -111,6 +112,8 @@ def test_a_repeated_key_is_a_record_error() -> None:
     played = json.dumps(record(HAND0, HAND1_TO_LEAD))
     two_cards = played.replace('"card"', '"card": "AS", "card"', 1)
     assert "'card' appears twice" in str(audit_text(two_cards)["error"])
+    # A text that is not JSON at all is reported as such, whatever it repeats first.
+    assert str(audit_text(pasted + " x")["error"]).startswith("not valid JSON: Extra data")
 
 
 async def test_audit_records_rpc_reads_records_as_the_command_line_does(tmp_path: Path) -> None:
@@ -146,3 +149,35 @@ def test_verify_deal_reads_the_deal_as_a_record_is_read(
     repeated = text[:-1] + ', "widow": []}'
     assert cli.main(["verify-deal", computed, salt, repeated]) == 2
     assert "'widow' appears twice" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a query stream as records are read
+
+
+def test_query_skips_a_byte_order_mark_before_the_first_line() -> None:
+    """A query file saved by Notepad or PowerShell 5 starts with a byte order mark: its first
+    query was answered "not a JSON line: Unexpected UTF-8 BOM". Only the input's start may
+    hold one (a mark inside the stream is still not JSON)."""
+    line = b'{"id": 1, "kind": "meld", "trump": "H", "hand": ["KH", "QH"]}\n'
+    answers = [json.loads(a) for a in run_queries([b"\xef\xbb\xbf" + line, line])]
+    assert answers[0] == answers[1]
+    assert answers[0]["total"] == 40
+    later = [json.loads(a) for a in run_queries([line, b"\xef\xbb\xbf" + line])]
+    assert "error" in later[1]
+
+
+def test_query_with_a_key_given_twice_is_an_error_answer_with_its_id() -> None:
+    """A query naming ``hand`` twice was answered for the second one, which another reader
+    would not have asked about. Now an error answer naming the key, the id copied (A.10
+    item 5) unless the id is the key given twice."""
+    twice = '{"id": 7, "kind": "meld", "trump": "H", "hand": ["AH"], "hand": ["KH", "QH"]}'
+    ids = '{"id": 7, "id": 8, "kind": "meld", "trump": "H", "hand": []}'
+    broken = '{"id": 9, "a": {"b": 1, "b": 2}} and more'  # not JSON: that comes first
+    answers = [json.loads(a) for a in run_queries([twice, ids, broken])]
+    message = "appears twice in one object (JSON readers differ on which one counts)"
+    assert answers == [
+        {"id": 7, "error": f"the key 'hand' {message}"},
+        {"error": f"the key 'id' {message}"},
+        {"error": "not a JSON line: Extra data: line 1 column 34 (char 33)"},
+    ]
