@@ -181,3 +181,40 @@ def test_query_with_a_key_given_twice_is_an_error_answer_with_its_id() -> None:
         {"error": f"the key 'id' {message}"},
         {"error": "not a JSON line: Extra data: line 1 column 34 (char 33)"},
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# A no-bid hand stopped between a dix exchange and the exchanger's meld
+
+
+def _no_bid_exchange_record() -> dict[str, Any]:
+    """partnership-no-bid, dealer 0, clubs turned (KC in the dealer's hand); seat 1, first to
+    meld, holds both 9C and exchanges one."""
+    rest = [rank + suit for suit in "SHDC" for rank in ("A", "10", "K", "Q", "J", "9")] * 2
+    hands: list[list[str]] = [["KC"], ["9C", "9C"], [], []]
+    for card in ("KC", "9C", "9C"):
+        rest.remove(card)
+    for hand in hands:
+        while len(hand) < 12:
+            hand.append(rest.pop(0))
+    deal = {"hands": hands, "widow": [], "stock": [], "turn_up": "KC"}
+    actions = [{"seat": 1, "type": "exchange_dix"}]
+    return {
+        "format": "pinochle-record/1",
+        "variant": "partnership-no-bid",
+        "dealer": 0,
+        "hands": [{"deal": deal, "actions": actions}],
+    }
+
+
+def test_a_dix_exchange_counts_in_the_meld_of_a_hand_in_progress() -> None:
+    """A.7 item 7: the exchanger "scores 10 at once (counted in its meld)", and A.7 item 10
+    lists a hand in progress with the state reached. A record stopped after seat 1's
+    ``exchange_dix`` and before its ``meld`` listed seat 1's meld as 0; it is 10, as it is
+    once seat 1 has melded nothing more."""
+    rec = _no_bid_exchange_record()
+    verdict = audit(rec)
+    assert verdict["legal"] is True
+    assert verdict["hands"][0]["meld"] == [0, 10, 0, 0]
+    rec["hands"][0]["actions"].append({"seat": 1, "type": "meld", "cards": []})
+    assert audit(rec)["hands"][0]["meld"] == [0, 10, 0, 0]

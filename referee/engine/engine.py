@@ -1014,6 +1014,11 @@ def hand_progress(setup: Setup, hand: HandState) -> dict[str, object]:
             "points": list(hand.side_points),
             "delta": meld,
         }
+    meld = [0 if m is None else m.points for m in hand.melds]
+    exchanger = hand.dix_exchanged_by
+    if exchanger is not None and hand.melds[exchanger] is None:
+        # A.7 item 7: a no-bid dix exchange scores at once, before the exchanger's own meld.
+        meld[exchanger] = setup.meld_table.value("dix", 1)
     return {
         "hand": hand.number,
         "dealer": hand.dealer,
@@ -1033,7 +1038,7 @@ def hand_progress(setup: Setup, hand: HandState) -> dict[str, object]:
             )
             > setup.total_in_play
         ),
-        "meld": [0 if m is None else m.points for m in hand.melds],
+        "meld": meld,
         "points": list(hand.side_points),
         "delta": [0] * setup.sides,
     }
