@@ -10,11 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
+from pinochle_client import RefereeError
 
 from referee import cli
 from referee.audit import audit_record, audit_text, verdict_exit_status
 from referee.query import run_queries
+from referee.service.errors import MAX_FIELD
 from tests.service_helpers import serving
 from tests.test_audit import BAD_PLAY, HAND0, HAND1_TO_LEAD
 from tests.test_audit import record as _record
@@ -218,3 +221,25 @@ def test_a_dix_exchange_counts_in_the_meld_of_a_hand_in_progress() -> None:
     assert verdict["hands"][0]["meld"] == [0, 10, 0, 0]
     rec["hands"][0]["actions"].append({"seat": 1, "type": "meld", "cards": []})
     assert audit(rec)["hands"][0]["meld"] == [0, 10, 0, 0]
+
+
+# --------------------------------------------------------------------------------------------
+# RulesService: a refusal naming a long option still reaches the client
+
+
+async def test_rules_rpc_refusing_a_long_option_name_is_invalid_argument(tmp_path: Path) -> None:
+    """A rules query naming an unknown option 20,000 characters long: the message was cut to
+    MAX_MESSAGE, but the BadRequest's field (``options.<name>``) carried the name whole, the
+    trailers passed gRPC's 16 KiB limit, and the client got RESOURCE_EXHAUSTED "Stream
+    removed" instead of INVALID_ARGUMENT naming the field. The field is cut short now."""
+    name = "Z" * 20_000
+    async with serving(tmp_path) as srv:
+        with pytest.raises(RefereeError) as caught:
+            await srv.client.score_meld("partnership", [], "H", {name: 1})
+        with pytest.raises(RefereeError) as caught_two:
+            await srv.client.trick_winner("partnership", ["AS"], "H", {"meld_values": {name: 1}})
+    for error in (caught.value, caught_two.value):
+        assert error.code == grpc.StatusCode.INVALID_ARGUMENT, error
+        (field,) = error.fields
+        assert field.startswith("options.") and field.endswith("ZZZ...")
+        assert len(field) == MAX_FIELD

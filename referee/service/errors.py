@@ -47,6 +47,19 @@ def shortened(message: str) -> str:
     return f"{message[: MAX_MESSAGE - 40]}... ({len(message)} characters in all)"
 
 
+# The longest field path a BadRequest names. A path quotes a name from the request
+# (``options.<name>``): a 12,000-character option name made the trailers too large, and the
+# client got RESOURCE_EXHAUSTED instead of INVALID_ARGUMENT. A path cut short still says where.
+MAX_FIELD = 200
+
+
+def shortened_field(field: str) -> str:
+    """``field`` cut to MAX_FIELD characters, ``...`` marking the cut."""
+    if len(field) <= MAX_FIELD:
+        return field
+    return field[: MAX_FIELD - 3] + "..."
+
+
 class ServiceError(Exception):
     """A refusal with its gRPC status code, a reason, and what a client needs to recover."""
 
@@ -65,7 +78,7 @@ class ServiceError(Exception):
         self.code = code
         self.message = message
         self.reason = reason or code.name
-        self.field = field
+        self.field = shortened_field(field)
         self.metadata = dict(metadata or {})
         self.retry_delay = retry_delay  # seconds; sent as google.rpc.RetryInfo
 
