@@ -440,6 +440,7 @@ class TestNames:
         assert error.option == name
         assert "not supported in this version" in str(error)
         assert why in str(error)
+        assert str(error).count("not supported") == 1  # nines_redeal's reason says it too
 
     @pytest.mark.parametrize(
         ("variant", "name", "value"),

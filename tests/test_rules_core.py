@@ -75,6 +75,8 @@ class TestCards:
         assert fits_deck(cards("QS QS QS"), 48) is not None
         assert fits_deck(cards("QS QS QS QS"), 80) is None
         assert fits_deck(cards("9S"), 80) is not None
+        too_many = "QS appears 5 times; the 80-card deck has 4"
+        assert fits_deck(cards("QS QS QS QS QS"), 80) == too_many
 
     def test_remove_cards_counts_copies(self) -> None:
         hand = cards("AS AS KH")

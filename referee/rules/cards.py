@@ -142,7 +142,7 @@ def fits_deck(cards: Iterable[Card], deck_size: int) -> str | None:
         if n and face % 6 == NINE and deck_size == 80:
             return f"{format_card(face)}: the 80-card deck has no nines"
         if n > limit:
-            return f"{format_card(face)} appears {n} times; a {deck_size}-card deck has {limit}"
+            return f"{format_card(face)} appears {n} times; the {deck_size}-card deck has {limit}"
     return None
 
 

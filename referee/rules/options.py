@@ -681,9 +681,10 @@ def _check_bid_schedule(value: list[Any] | tuple[Any, ...]) -> tuple[tuple[int, 
 def _check_option(name: str, value: object, variant: str, for_game: bool) -> object:
     """Check one given option; return its value in the form a RuleSet field holds."""
     if name in _NOT_CONFIGURABLE:
-        raise OptionError(
-            f'option "{name}" is not supported in this version: {_NOT_CONFIGURABLE[name]}', name
-        )
+        why = _NOT_CONFIGURABLE[name]
+        # Some of OPTIONS.json's reasons say "not supported in this version" themselves.
+        said = why if why.startswith("not supported") else f"not supported in this version: {why}"
+        raise OptionError(f'option "{name}" is {said}', name)
     entry = _OPTION_SPECS.get(name)
     if entry is None:
         close = difflib.get_close_matches(name, _OPTION_SPECS, n=1, cutoff=0.8)
