@@ -746,14 +746,16 @@ class Session:
         self, from_version: int, after_seq: int, wait_for_ready: bool
     ) -> AsyncGenerator[dict[str, Any], None]:
         """One WatchGame call, its messages as dicts."""
-        stream = self.client.referee.WatchGame(
-            pb.WatchGameRequest(
-                game_id=self.game_id, from_version=from_version, after_seq=after_seq
-            ),
-            metadata=self.metadata,
-            wait_for_ready=wait_for_ready,
+        request = pb.WatchGameRequest(
+            game_id=self.game_id, from_version=from_version, after_seq=after_seq
         )
+        stream: Any = None
         try:
+            # Opened inside the try: on a closed client gRPC raises UsageError right here,
+            # which went to the caller as it was instead of RefereeError CANCELLED.
+            stream = self.client.referee.WatchGame(
+                request, metadata=self.metadata, wait_for_ready=wait_for_ready
+            )
             async for item in stream:
                 if item.HasField("event"):
                     yield {"type": "event", "event": _event(item.event)}
@@ -773,7 +775,8 @@ class Session:
         finally:
             # Closing this iterator early (``aclose``, ``break`` in ``async with aclosing``)
             # ends the call at once, so the server stops following the game for it.
-            stream.cancel()
+            if stream is not None:
+                stream.cancel()
 
 
 class SeatSession(Session):
