@@ -7,6 +7,7 @@ the fix that came with it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -32,3 +33,119 @@ async def test_a_watch_after_close_is_referee_error_cancelled(tmp_path: Path) ->
                     pass
             assert closed.value.code == grpc.StatusCode.CANCELLED
             assert "closed" in closed.value.message
+
+
+async def test_an_integer_field_takes_an_integer_within_its_range_or_names_itself(
+    tmp_path: Path,
+) -> None:
+    """Was: protobuf took a bool for an integer field as 0 or 1 (``first_dealer=True`` made a
+    game dealt by seat 1, a DeprecationWarning aside), ``audit_log`` made ``after_seq`` an int
+    by force (0.5 read the log from the start, True after entry 1), and a float or a number out
+    of range was a bare TypeError or ValueError ("Value out of range: 4294967546") naming no
+    field. Now each is refused before sending, naming the field, as by the Node client: a
+    TypeError for what is not an integer, a ValueError for one out of the field's range."""
+    async with serving(tmp_path) as srv:
+        client: Any = srv.client  # Any: the arguments below are not what the types say
+        table = await new_table(client, "partnership", seed="integers")
+        seat: Any = table.seats[1]
+        adj: Any = table.adj
+        # Watches go to a game past version 1, so that one sent anyway (``from_version`` True
+        # as 1) gets an event rather than waiting for one.
+        moved = await new_table(client, "partnership", seed="integers-moved")
+        await moved.seats[1].submit({"type": "bid", "amount": 250})
+        await moved.seats[2].submit({"type": "pass"}, expected_version=1)
+        spec: Any = moved.spec
+        hand = {"meld": [0, 0], "points": [0, 0], "tricks": [0, 0], "bid": 250, "declarer": 0}
+        cases: list[tuple[Any, type[Exception], str]] = [
+            (
+                lambda: client.create_game("partnership", first_dealer=True),
+                TypeError,
+                "first_dealer",
+            ),
+            (
+                lambda: client.create_game("partnership", first_dealer=0.5),
+                TypeError,
+                "first_dealer",
+            ),
+            (
+                lambda: client.create_game("partnership", first_dealer=2**32 + 1),
+                ValueError,
+                "first_dealer",
+            ),
+            (lambda: adj.audit_log(0.5), TypeError, "after_seq"),
+            (lambda: adj.audit_log(True), TypeError, "after_seq"),
+            (lambda: adj.audit_log(2**63), ValueError, "after_seq"),
+            (lambda: adj.audit_log("1.5"), ValueError, "after_seq"),
+            (lambda: adj.audit_log(0, 2**32 + 1), ValueError, "page_size"),
+            (lambda: anext(spec.watch(0.5)), TypeError, "from_version"),
+            (lambda: anext(spec.watch(True)), TypeError, "from_version"),
+            (lambda: anext(spec.watch(after_seq=2**63)), ValueError, "after_seq"),
+            (
+                lambda: seat.submit({"type": "pass"}, expected_version=True),
+                TypeError,
+                "expected_version",
+            ),
+            (
+                lambda: seat.submit({"type": "pass"}, expected_version=0.5),
+                TypeError,
+                "expected_version",
+            ),
+            (
+                lambda: seat.submit({"type": "pass"}, expected_version=2**63),
+                ValueError,
+                "expected_version",
+            ),
+            (lambda: seat.submit({"type": "bid", "amount": 2**32 + 250}), ValueError, "amount"),
+            (lambda: seat.submit({"type": "bid", "amount": 2.0**32}), ValueError, "amount"),
+            (
+                lambda: seat.submit({"type": "meld", "cards": [], "points": 2**31}),
+                ValueError,
+                "points",
+            ),
+            (
+                lambda: client.legal_plays(
+                    "partnership", ["AH"], ["KH"], "H", seat_of_partner_in_trick=True
+                ),
+                TypeError,
+                "seat_of_partner_in_trick",
+            ),
+            (
+                lambda: client.score_hand("partnership", **{**hand, "bid": 2**32 + 250}),
+                ValueError,
+                "bid",
+            ),
+            (
+                lambda: client.score_hand("partnership", **{**hand, "declarer": False}),
+                TypeError,
+                "declarer",
+            ),
+            (
+                lambda: client.score_hand("partnership", **{**hand, "meld": [True, 0]}),
+                TypeError,
+                r"meld\[0\]",
+            ),
+            (
+                lambda: client.score_hand("partnership", **{**hand, "points": [0, 0.5]}),
+                TypeError,
+                r"points\[1\]",
+            ),
+            (
+                lambda: client.score_hand("partnership", **{**hand, "tricks": [0, 2**31]}),
+                ValueError,
+                r"tricks\[1\]",
+            ),
+            (
+                lambda: client.score_hand("partnership", **{**hand, "dix": [-(2**31) - 1]}),
+                ValueError,
+                r"dix\[0\]",
+            ),
+        ]
+        games = len(await table.adj.audit_log())
+        for call, kind, field in cases:
+            with pytest.raises(kind, match=field):
+                await call()
+        assert (await table.adj.view())["version"] == 0
+        assert len(await table.adj.audit_log()) == games == 0
+        # integers within range still go through, a seq as text too
+        assert (await client.create_game("partnership", first_dealer=3)).version == 0
+        assert await table.adj.audit_log("0", 10) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import operator
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -331,7 +332,9 @@ class RefereeClient:
         if isinstance(players, str):  # a str is a Sequence[str]: "Al" would name two seats
             raise TypeError("players is a list of names, one per seat")
         request = pb.CreateGameRequest(
-            variant=variant, first_dealer=first_dealer, player_names=list(players)
+            variant=variant,
+            first_dealer=_integer(first_dealer, "first_dealer"),
+            player_names=list(players),
         )
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
@@ -468,7 +471,9 @@ class RefereeClient:
         if phase is not None:
             request.phase = phase
         if seat_of_partner_in_trick is not None:
-            request.seat_of_partner_in_trick = seat_of_partner_in_trick
+            request.seat_of_partner_in_trick = _integer(
+                seat_of_partner_in_trick, "seat_of_partner_in_trick"
+            )
         response = await self._ask(
             lambda: self.rules.LegalPlays(request, timeout=self.deadline_seconds)
         )
@@ -526,16 +531,16 @@ class RefereeClient:
         for two-handed (GAME_RECORD.md §3)."""
         request = pb.ScoreHandRequest(
             variant=variant,
-            meld=list(meld),
-            points=list(points),
-            tricks=list(tricks),
-            dix=list(dix),
+            meld=_integers(meld, "meld"),
+            points=_integers(points, "points"),
+            tricks=_integers(tricks, "tricks"),
+            dix=_integers(dix, "dix"),
             conceded=conceded,
         )
         if bid is not None:
-            request.bid = bid
+            request.bid = _integer(bid, "bid")
         if declarer is not None:
-            request.declarer = declarer
+            request.declarer = _integer(declarer, "declarer")
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
         response = await self._ask(
@@ -616,6 +621,47 @@ def _audit_entry(entry: pb.AuditEntry) -> dict[str, Any]:
     }
 
 
+INT32_RANGE = (-(2**31), 2**31 - 1)
+INT64_RANGE = (-(2**63), 2**63 - 1)
+
+
+def _integer(value: object, field: str, bounds: tuple[int, int] = INT32_RANGE) -> int:
+    """``value`` for the integer field ``field``: an int (or what ``operator.index`` takes),
+    within ``bounds``. A float, a bool or a str is a TypeError, a number out of range a
+    ValueError, each naming ``field``, as the Node client refuses them. protobuf refused some
+    naming no field ("Value out of range: 4294967297") and took a bool as 0 or 1 (a
+    ``first_dealer`` of True was seat 1), and ``audit_log`` made 0.5 its ``after_seq`` 0."""
+    if isinstance(value, bool):
+        raise TypeError(f"{field} must be an integer, not {value!r}")
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{field} must be an integer, not {value!r}") from None
+    low, high = bounds
+    if not low <= number <= high:
+        size = "32" if bounds == INT32_RANGE else "64"
+        raise ValueError(f"{field} must be a {size}-bit integer, not {number}")
+    return number
+
+
+def _integers(values: Sequence[object], field: str) -> list[int]:
+    """``_integer`` for each of ``values``, named ``field[i]``."""
+    return [_integer(value, f"{field}[{i}]") for i, value in enumerate(values)]
+
+
+def _action_integers(action: Mapping[str, object]) -> None:
+    """A bid's ``amount`` or a meld's ``points`` beyond int32, refused naming it: protobuf
+    refused it naming nothing ("Value out of range"). The other refusals are
+    ``action_from_json``'s (a float that is no integer, a bool, a str)."""
+    kind = action.get("type")
+    name = "amount" if kind == "bid" else "points" if kind == "meld" else None
+    value = action.get(name) if name is not None else None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        _integer(value, str(name))
+
+
 def _auth(token: str | None) -> tuple[tuple[str, str], ...] | None:
     """The ``authorization`` metadata for ``token``, sent without the blanks around it (a token
     read from a file ends with a newline; the server strips the header's token too). A token
@@ -674,12 +720,17 @@ class Session:
         ``request_id``, ``version`` (int), ``previous_hash`` and ``hash`` ("" unless the caller
         is the adjudicator). ``after_seq`` also takes a
         ``seq`` as text, as entries carried it before."""
-        response = await self._call(
-            self.client.referee.GetAuditLog,
-            pb.GetAuditLogRequest(
-                game_id=self.game_id, after_seq=int(after_seq), page_size=page_size
-            ),
+        if isinstance(after_seq, str):
+            try:
+                after_seq = int(after_seq)
+            except ValueError:
+                raise ValueError(f"after_seq must be an integer, not {after_seq!r}") from None
+        request = pb.GetAuditLogRequest(
+            game_id=self.game_id,
+            after_seq=_integer(after_seq, "after_seq", INT64_RANGE),
+            page_size=_integer(page_size, "page_size"),
         )
+        response = await self._call(self.client.referee.GetAuditLog, request)
         return [_audit_entry(e) for e in response.entries]
 
     async def check_audit_log(self) -> AuditCheck:
@@ -717,6 +768,8 @@ class Session:
         iterate it inside ``asyncio.timeout(...)``: that bounds the whole watch, resumptions
         included (it raises TimeoutError), as the Node client's ``deadlineMs`` does; a deadline
         given afresh to each re-opening would never be reached by a watch resumed often."""
+        from_version = _integer(from_version, "from_version", INT64_RANGE)
+        after_seq = _integer(after_seq, "after_seq", INT64_RANGE)
         # The server reads from_version only when after_seq is 0; a resumed call sends an
         # after_seq, so the events from_version excludes are left out here.
         wanted_after = from_version if from_version > 0 and not after_seq else -1
@@ -798,10 +851,15 @@ class SeatSession(Session):
         request_id: str | None = None,
     ) -> dict[str, Any]:
         """Submit an action in its A.4 JSON form; returns {version, view, events}."""
+        _action_integers(action)
+        if expected_version is None:
+            expected_version = self.version
+        else:
+            expected_version = _integer(expected_version, "expected_version", INT64_RANGE)
         request = pb.SubmitActionRequest(
             game_id=self.game_id,
             action=action_from_json(action),
-            expected_version=self.version if expected_version is None else expected_version,
+            expected_version=expected_version,
             request_id=request_id or uuid.uuid4().hex,
         )
         response = await self._call(self.client.referee.SubmitAction, request)
