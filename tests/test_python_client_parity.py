@@ -6,6 +6,8 @@ the fix that came with it."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ import grpc
 import pytest
 from pinochle_client import RefereeClient, RefereeError
 
-from tests.service_helpers import new_table, serving
+from tests.service_helpers import ADJUDICATOR_TOKEN, new_table, serving
 
 
 async def test_a_watch_after_close_is_referee_error_cancelled(tmp_path: Path) -> None:
@@ -149,3 +151,68 @@ async def test_an_integer_field_takes_an_integer_within_its_range_or_names_itsel
         # integers within range still go through, a seq as text too
         assert (await client.create_game("partnership", first_dealer=3)).version == 0
         assert await table.adj.audit_log("0", 10) == []
+
+
+async def test_a_string_with_a_lone_surrogate_is_refused_naming_its_field(tmp_path: Path) -> None:
+    """Was: a str holding a lone surrogate (``json.loads('"\\ud800"')``, bytes decoded with
+    ``surrogateescape``), which has no UTF-8 form, was a bare UnicodeEncodeError from protobuf
+    naming no field (a player's name, a seed, a request id, a card, a record, a game id), and in
+    a game option, a given deal or a rules query's options it was sent as the text of its escape
+    (``\\ud800``, six characters nobody gave), which the server refused quoting that text. Now
+    each is refused before sending with a UnicodeEncodeError naming the field, as the Node
+    client names it (``options.target``, ``players[1]``, ``action.card``)."""
+    lone = json.loads('"ab\\ud800"')
+    escaped = b"caf\xe9".decode("utf-8", "surrogateescape")
+    async with serving(tmp_path) as srv:
+        client = srv.client
+        table = await new_table(client, "partnership", seed="surrogates")
+        seat = table.seats[1]
+        deal = {"dealer": 0, "hands": [["AH", lone]]}
+        cases: list[tuple[Callable[[], Awaitable[object]], str]] = [
+            (lambda: client.create_game("partnership", {"target": lone}), r"options\.target"),
+            (lambda: client.create_game("partnership", {lone: 1}), "options has a key"),
+            (
+                lambda: client.create_game("partnership", {"a": {"b": [lone]}}),
+                r"options\.a\.b\[0\]",
+            ),
+            (lambda: client.create_game(lone), "variant"),
+            (lambda: client.create_game("partnership", seed=lone), "seed"),
+            (lambda: client.create_game("partnership", players=["A", escaped]), r"players\[1\]"),
+            (
+                lambda: client.create_game(
+                    "partnership", given_deals=[deal], adjudicator_token=ADJUDICATOR_TOKEN
+                ),
+                r"given_deals\[0\]\.hands\[0\]\[1\]",
+            ),
+            (lambda: client.session(lone, table.spectator_token).view(), "game_id"),
+            (lambda: seat.submit({"type": "play", "card": lone}), r"action\.card"),
+            (
+                lambda: seat.submit(
+                    {"type": "meld", "cards": [], "melds": [{"name": lone, "cards": []}]}
+                ),
+                r"action\.melds\[0\]\.name",
+            ),
+            (lambda: seat.submit({"type": "pass"}, request_id=lone), "request_id"),
+            (lambda: anext(client.audit_records(["{}", lone])), r"records\[1\]"),
+            (lambda: client.score_meld("partnership", ["AH", lone], "H"), r"hand\[1\]"),
+            (lambda: client.score_meld("partnership", ["AH"], "H", {lone: 1}), "options has a key"),
+            (lambda: client.legal_plays("partnership", ["AH"], [lone], "H"), r"trick\[0\]"),
+            (lambda: client.legal_plays("partnership", ["AH"], [], "H", phase=lone), "phase"),
+            (lambda: client.trick_winner("partnership", ["AH"], lone), "trump"),
+            (lambda: client.trick_points("partnership", [escaped]), r"cards\[0\]"),
+            (
+                lambda: client.score_hand(
+                    "partnership", meld=[0], points=[0], options={"target": lone}
+                ),
+                r"options\.target",
+            ),
+        ]
+        for call, field in cases:
+            with pytest.raises(UnicodeEncodeError, match=f"{field}.* a lone surrogate"):
+                await call()
+        assert (await table.adj.view())["version"] == 0
+        assert await table.adj.audit_log() == []
+        # a character beyond the BMP (a surrogate pair in UTF-16) is text like any other
+        card = json.loads('"\\ud83c\\udca1"')
+        game = await client.create_game("partnership", players=["A", card, "C", "D"])
+        assert (await client.session(game.game_id, game.spectator_token).view())["version"] == 0

@@ -331,10 +331,19 @@ class RefereeClient:
             raise ValueError("give a seed or given deals, not both")
         if isinstance(players, str):  # a str is a Sequence[str]: "Al" would name two seats
             raise TypeError("players is a list of names, one per seat")
+        names = list(players)
+        for text, field in (
+            (variant, "variant"),
+            (options, "options"),
+            (seed, "seed"),
+            (given_deals, "given_deals"),
+            (names, "players"),
+        ):
+            _check_text(text, field)
         request = pb.CreateGameRequest(
             variant=variant,
             first_dealer=_integer(first_dealer, "first_dealer"),
-            player_names=list(players),
+            player_names=names,
         )
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
@@ -389,7 +398,9 @@ class RefereeClient:
         ``keep_going`` a verdict lists every illegal action of its record (``violations``), not
         the first alone (``violation``); every record gets its verdict either way. A failure
         raises RefereeError."""
-        request = pb.AuditRecordsRequest(records=list(records), keep_going=keep_going)
+        records = list(records)
+        _check_text(records, "records")
+        request = pb.AuditRecordsRequest(records=records, keep_going=keep_going)
         try:
             async for item in self.referee.AuditRecords(request):
                 yield {"index": item.index, "verdict": struct_to_dict(item.verdict)}
@@ -438,6 +449,7 @@ class RefereeClient:
         options: Mapping[str, object] | None = None,
     ) -> MeldResult:
         """The meld ``hand`` makes with ``trump`` (one of S H D C); an empty hand makes 0."""
+        _check_query(variant=variant, hand=hand, trump=trump, options=options)
         request = pb.ScoreMeldRequest(variant=variant, hand=list(hand), trump=trump)
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
@@ -463,6 +475,9 @@ class RefereeClient:
         """The distinct cards of ``hand`` that may be played to ``trick`` (the cards played so
         far, in order), in canonical order. ``phase`` ("stock" or "playoff") is two-handed only;
         ``seat_of_partner_in_trick`` is the index into ``trick`` of the player's partner."""
+        _check_query(
+            variant=variant, hand=hand, trick=trick, trump=trump, options=options, phase=phase
+        )
         request = pb.LegalPlaysRequest(
             variant=variant, hand=list(hand), trick=list(trick), trump=trump
         )
@@ -487,6 +502,7 @@ class RefereeClient:
         options: Mapping[str, object] | None = None,
     ) -> int:
         """The index into ``trick`` (1 to n cards) of the card that wins it."""
+        _check_query(variant=variant, trick=trick, trump=trump, options=options)
         request = pb.TrickWinnerRequest(variant=variant, trick=list(trick), trump=trump)
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
@@ -504,6 +520,7 @@ class RefereeClient:
         options: Mapping[str, object] | None = None,
     ) -> int:
         """The card points of a trick's ``cards``, with the last-trick bonus when ``last``."""
+        _check_query(variant=variant, cards=cards, options=options)
         request = pb.TrickPointsRequest(variant=variant, cards=list(cards), last=last)
         if options is not None:
             request.options.CopyFrom(dict_to_struct(options))
@@ -529,6 +546,7 @@ class RefereeClient:
         (partnerships) or seat. ``bid`` and ``declarer`` are required by the bidding variants
         (None: no contract) and must be None without bidding. ``tricks`` may be left out
         for two-handed (GAME_RECORD.md §3)."""
+        _check_query(variant=variant, options=options)
         request = pb.ScoreHandRequest(
             variant=variant,
             meld=_integers(meld, "meld"),
@@ -662,6 +680,62 @@ def _action_integers(action: Mapping[str, object]) -> None:
         _integer(value, str(name))
 
 
+def _surrogate_at(text: str) -> int | None:
+    """The index of the first surrogate code point in ``text`` (a lone UTF-16 surrogate such as
+    ``json.loads('"\\ud800"')`` or ``surrogateescape`` gives), None when it has none."""
+    if text.isascii():
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError as error:
+        return error.start
+    return None
+
+
+def _check_text(value: object, field: str) -> None:
+    """Refuses, naming the field, a str in ``value`` (itself, or one in its sequences and
+    mappings, keys included) that holds a surrogate: such a str has no UTF-8 form and cannot be
+    sent. The error is the UnicodeEncodeError protobuf raised, naming no field, for most of
+    them (``players``, ``request_id``, a card), now with the field named; a game option, a
+    given deal or a rules query's option (a Struct) was sent instead with the surrogate's
+    escape as text (``"\\ud800"``), a value nobody gave. Fields are named as by the Node
+    client: ``options.target``, ``players[1]``, ``action.card``. A check per str, cheap for
+    ASCII text."""
+    if isinstance(value, str):
+        at = _surrogate_at(value)
+        if at is not None:
+            raise _unsendable(value, at, f"{field} holds")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str):
+                at = _surrogate_at(key)
+                if at is not None:
+                    raise _unsendable(key, at, f"{field} has a key that holds")
+            if not (isinstance(item, str) and item.isascii()):
+                _check_text(item, f"{field}.{key}")
+    elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        for i, item in enumerate(value):
+            if not (isinstance(item, str) and item.isascii()):
+                _check_text(item, f"{field}[{i}]")
+
+
+def _unsendable(text: str, at: int, where: str) -> UnicodeEncodeError:
+    return UnicodeEncodeError(
+        "utf-8",
+        text,
+        at,
+        at + 1,
+        f"{where} a lone surrogate (U+{ord(text[at]):04X}), which is not Unicode text and "
+        "cannot be sent",
+    )
+
+
+def _check_query(**fields: object) -> None:
+    """``_check_text`` for each of a rules query's text fields, by name."""
+    for field, value in fields.items():
+        _check_text(value, field)
+
+
 def _auth(token: str | None) -> tuple[tuple[str, str], ...] | None:
     """The ``authorization`` metadata for ``token``, sent without the blanks around it (a token
     read from a file ends with a newline; the server strips the header's token too). A token
@@ -681,6 +755,7 @@ class Session:
     """Calls made with one game token (seat, spectator or adjudicator)."""
 
     def __init__(self, client: RefereeClient, game_id: str, token: str) -> None:
+        _check_text(game_id, "game_id")
         self.client = client
         self.game_id = game_id
         self.token = token
@@ -851,6 +926,8 @@ class SeatSession(Session):
         request_id: str | None = None,
     ) -> dict[str, Any]:
         """Submit an action in its A.4 JSON form; returns {version, view, events}."""
+        _check_text(action, "action")
+        _check_text(request_id, "request_id")
         _action_integers(action)
         if expected_version is None:
             expected_version = self.version
