@@ -216,3 +216,23 @@ async def test_a_string_with_a_lone_surrogate_is_refused_naming_its_field(tmp_pa
         card = json.loads('"\\ud83c\\udca1"')
         game = await client.create_game("partnership", players=["A", card, "C", "D"])
         assert (await client.session(game.game_id, game.spectator_token).view())["version"] == 0
+
+
+async def test_a_token_no_header_can_carry_is_refused_naming_its_argument(tmp_path: Path) -> None:
+    """Was: the refusal of a token that no header can carry (a line break or a non-ASCII
+    character inside) said "a token is printable ASCII" without saying which argument held it,
+    where the Node client names it (``token``, ``adjudicatorToken``, ``creatorToken``). A token
+    with blanks around it is still sent without them."""
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="tokens")
+        for bad in ("to\nken", "tok\u00e9n", json.loads('"\\ud800"')):
+            with pytest.raises(ValueError, match=r"^token: a token is printable ASCII"):
+                srv.client.seat(table.game_id, bad)
+            with pytest.raises(ValueError, match=r"^token: a token is printable ASCII"):
+                srv.client.session(table.game_id, bad)
+            with pytest.raises(ValueError, match=r"^adjudicator_token: a token is printable"):
+                await srv.client.create_game("partnership", adjudicator_token=bad)
+            with pytest.raises(ValueError, match=r"^creator_token: a token is printable"):
+                await srv.client.create_game("partnership", creator_token=bad)
+        spectator = srv.client.session(table.game_id, f" {table.spectator_token}\n")
+        assert (await spectator.view())["version"] == 0

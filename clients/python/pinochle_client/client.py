@@ -353,7 +353,11 @@ class RefereeClient:
             request.given_deals.deals.extend([dict_to_struct(d) for d in given_deals])
         else:
             request.server_shuffle.SetInParent()
-        metadata = _auth(adjudicator_token if adjudicator_token is not None else creator_token)
+        metadata = (
+            _auth(adjudicator_token, "adjudicator_token")
+            if adjudicator_token is not None
+            else _auth(creator_token, "creator_token")
+        )
         response = await self._ask(
             lambda: self.referee.CreateGame(
                 request, metadata=metadata, timeout=self.deadline_seconds
@@ -736,17 +740,18 @@ def _check_query(**fields: object) -> None:
         _check_text(value, field)
 
 
-def _auth(token: str | None) -> tuple[tuple[str, str], ...] | None:
+def _auth(token: str | None, field: str) -> tuple[tuple[str, str], ...] | None:
     """The ``authorization`` metadata for ``token``, sent without the blanks around it (a token
     read from a file ends with a newline; the server strips the header's token too). A token
     that cannot travel as a header value (a line break inside, a non-ASCII character) is
-    refused here: gRPC raised its internal ExecuteBatchError for it."""
+    refused here, naming ``field`` (as the Node client does): gRPC raised its internal
+    ExecuteBatchError for it."""
     token = token.strip() if token else token
     if not token:
         return None
     if not (token.isascii() and token.isprintable()):
         raise ValueError(
-            "a token is printable ASCII; this one holds a character no header can carry"
+            f"{field}: a token is printable ASCII; this one holds a character no header can carry"
         )
     return (("authorization", f"Bearer {token}"),)
 
@@ -759,7 +764,7 @@ class Session:
         self.client = client
         self.game_id = game_id
         self.token = token
-        self.metadata = _auth(token)
+        self.metadata = _auth(token, "token")
         self.version = 0
 
     async def _call(self, method: Any, request: Any) -> Any:
