@@ -236,3 +236,31 @@ async def test_a_token_no_header_can_carry_is_refused_naming_its_argument(tmp_pa
                 await srv.client.create_game("partnership", creator_token=bad)
         spectator = srv.client.session(table.game_id, f" {table.spectator_token}\n")
         assert (await spectator.view())["version"] == 0
+
+
+async def test_audit_records_takes_a_record_as_a_dict_as_the_node_client_does(
+    tmp_path: Path,
+) -> None:
+    """Was: ``audit_records`` took JSON text alone; a record given as the dict ``export()``
+    returns (as the Node client's ``auditRecords()`` takes the object ``export()`` gives) was a
+    bare TypeError from protobuf ("bad argument type for built-in operation"). Now a dict is
+    sent as its JSON text; one that holds a lone surrogate or is not JSON is refused naming
+    the record."""
+    async with serving(tmp_path) as srv:
+        client: Any = srv.client
+        table = await new_table(client, "partnership", seed="records-as-dicts")
+        await table.seats[1].submit({"type": "bid", "amount": 250})
+        record = await table.adj.export()
+        items = [item async for item in client.audit_records([record, json.dumps(record)])]
+        assert [item["index"] for item in items] == [0, 1]
+        verdicts = [item["verdict"] for item in items]
+        assert [v.pop("record") for v in verdicts] == ["records[0]", "records[1]"]
+        assert verdicts[0] == verdicts[1]
+        assert verdicts[0]["legal"] is True
+        lone = json.loads('"\\ud800"')
+        with pytest.raises(UnicodeEncodeError, match=r"records\[1\]\.players\[1\] holds"):
+            await anext(client.audit_records(["{}", {**record, "players": ["A", lone]}]))
+        with pytest.raises(ValueError, match=r"records\[0\] is not JSON"):
+            await anext(client.audit_records([{**record, "x": float("nan")}]))
+        with pytest.raises(TypeError, match=r"records\[0\] is not JSON"):
+            await anext(client.audit_records([{**record, "x": {1, 2}}]))

@@ -393,9 +393,11 @@ class RefereeClient:
         return [_variant(v) for v in response.variants]
 
     async def audit_records(
-        self, records: Sequence[str], keep_going: bool = False
+        self, records: Sequence[str | Mapping[str, object]], keep_going: bool = False
     ) -> AsyncIterator[dict[str, Any]]:
-        """One item per record, in order: ``{"index": int, "verdict": {...}}``, the verdict
+        """Audit pinochle-record/1 documents, each JSON text or a dict (such as ``export()``
+        gives, sent as its JSON text, as the Node client's ``auditRecords()`` takes objects).
+        One item per record, in order: ``{"index": int, "verdict": {...}}``, the verdict
         (GAME_RECORD.md §2) for ``records[index]``, as the Node client's ``auditRecords()``
         yields them (the AuditRecordsResponse message). Until 12-02 the items were the bare
         verdicts: read ``item["verdict"]["legal"]`` where ``item["legal"]`` was. With
@@ -404,7 +406,10 @@ class RefereeClient:
         raises RefereeError."""
         records = list(records)
         _check_text(records, "records")
-        request = pb.AuditRecordsRequest(records=records, keep_going=keep_going)
+        request = pb.AuditRecordsRequest(
+            records=[_record_text(record, i) for i, record in enumerate(records)],
+            keep_going=keep_going,
+        )
         try:
             async for item in self.referee.AuditRecords(request):
                 yield {"index": item.index, "verdict": struct_to_dict(item.verdict)}
@@ -732,6 +737,17 @@ def _unsendable(text: str, at: int, where: str) -> UnicodeEncodeError:
         f"{where} a lone surrogate (U+{ord(text[at]):04X}), which is not Unicode text and "
         "cannot be sent",
     )
+
+
+def _record_text(record: str | Mapping[str, object], index: int) -> str:
+    """A record as AuditRecords takes it: JSON text as given, a mapping as its JSON text (one
+    that is not JSON, a NaN or a set inside, refused naming it)."""
+    if isinstance(record, str) or not isinstance(record, Mapping):
+        return record  # anything else protobuf refuses
+    try:
+        return json.dumps(record, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"records[{index}] is not JSON: {error}") from None
 
 
 def _check_query(**fields: object) -> None:
