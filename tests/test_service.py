@@ -9,6 +9,7 @@ import asyncio
 import hashlib
 import json
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee import cli
 from referee.audit import audit_record, parse_deal
 from referee.engine.actions import ACTION_TYPES
+from referee.engine.errors import VIOLATION_CODES
 from referee.engine.game import SeededDeals
 from referee.rules.dealing import deal_commitment
 from referee.rules.options import VARIANT_IDS, option_schema, resolve_options, variant_defaults
@@ -225,6 +227,7 @@ async def test_create_game_is_capped(tmp_path: Path) -> None:
         error = await refused(srv.client.create_game("cutthroat"))
         assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "2" in error.message
+        assert (error.reason, error.metadata) == ("TOO_MANY_GAMES", {"limit": "2"})
         # A finished game frees its place.
         await play(first, random.Random(0))
         await new_table(srv.client, "cutthroat")
@@ -1771,3 +1774,27 @@ async def test_every_client_call_raises_referee_error(tmp_path: Path) -> None:
             with pytest.raises(RefereeError) as raised:
                 await asyncio.wait_for(call(), 20)
             assert raised.value.code == grpc.StatusCode.UNAVAILABLE, name
+
+
+def test_every_reason_the_server_sends_is_one_the_node_client_types() -> None:
+    """The Node client types ``RefereeError.reason`` and reports a reason it does not know as
+    the status name: a reason added to the server without it (``TOO_MANY_GAMES`` once) could
+    not be branched on there. Every ``reason="..."`` in the server's code must be an A.5 code or
+    one of the client's service reasons, and the client must know every A.5 code."""
+    root = Path(__file__).resolve().parents[1]
+    sent = {
+        reason
+        for path in (root / "referee").rglob("*.py")
+        for reason in re.findall(r'reason="([A-Z_]+)"', path.read_text())
+    }
+    errors_ts = (root / "clients/node/src/errors.ts").read_text()
+
+    def node_list(name: str) -> set[str]:
+        body = re.search(rf"export const {name} = \[(.*?)\] as const;", errors_ts, re.S)
+        assert body is not None, name
+        return set(re.findall(r'"([A-Z_]+)"', body.group(1)))
+
+    violations, services = node_list("VIOLATION_CODES"), node_list("SERVICE_REASONS")
+    assert {"TOO_MANY_GAMES", "TOO_MANY_WATCHERS", "STALE_VERSION"} <= sent
+    assert sent - violations - services == set()
+    assert violations == set(VIOLATION_CODES)

@@ -270,9 +270,14 @@ class GameManager:
             creating = frozenset(self._creating)
             active = await self.store.count_active_games(self.active_since(), excluding=creating)
             if active + len(creating) >= self.max_active_games:
+                # A reason of its own, as TOO_MANY_WATCHERS and REQUEST_TOO_LARGE have: a client
+                # branches on it (wait for games to end, or try another replica) where a bare
+                # RESOURCE_EXHAUSTED could as well be a refusal budget or a size limit.
                 raise ServiceError(
                     grpc.StatusCode.RESOURCE_EXHAUSTED,
                     f"this server keeps at most {self.max_active_games} active games",
+                    reason="TOO_MANY_GAMES",
+                    metadata={"limit": str(self.max_active_games)},
                 )
             self._creating.add(game_id)
         try:

@@ -154,7 +154,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flag(
         "max-games",
         _at_least_one,
-        "active games at most; CreateGame beyond is RESOURCE_EXHAUSTED (default %(default)s)",
+        "active games at most; CreateGame beyond is RESOURCE_EXHAUSTED, reason TOO_MANY_GAMES"
+        " (default %(default)s)",
     )
     flag(
         "max-watchers",

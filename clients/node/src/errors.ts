@@ -56,7 +56,8 @@ export type StatusName = keyof typeof grpc.status;
  * RESOURCE_EXHAUSTED, with `retryDelay`), a request larger than the server's
  * `--max-message-bytes` (`REQUEST_TOO_LARGE`, RESOURCE_EXHAUSTED, `metadata.limit` the limit in
  * bytes), a WatchGame beyond the server's `--max-watchers` (`TOO_MANY_WATCHERS`,
- * RESOURCE_EXHAUSTED), a WatchGame stream the server ended as it stopped (`SHUTTING_DOWN`,
+ * RESOURCE_EXHAUSTED), a CreateGame beyond its `--max-games` (`TOO_MANY_GAMES`,
+ * RESOURCE_EXHAUSTED, `metadata.limit` the cap), a WatchGame stream the server ended as it stopped (`SHUTTING_DOWN`,
  * UNAVAILABLE; resume with `metadata.after_seq`), or, for refusals
  * without a more specific reason (unknown game, bad token, bad request field, transport
  * failures), the gRPC status name itself. */
@@ -66,6 +67,7 @@ export const SERVICE_REASONS = [
   "TOO_MANY_REFUSALS",
   "REQUEST_TOO_LARGE",
   "TOO_MANY_WATCHERS",
+  "TOO_MANY_GAMES",
   "SHUTTING_DOWN",
 ] as const;
 export type ServiceReason = (typeof SERVICE_REASONS)[number] | StatusName;
