@@ -524,3 +524,25 @@ async def test_a_call_in_flight_when_the_shutdown_begins_is_answered_and_new_one
         await asyncio.wait_for(stopping, 30)
     async with serving(tmp_path) as again:
         assert (await table.through(again.client).adj.view())["version"] == 1
+
+
+async def test_an_export_larger_than_the_server_sends_is_refused_as_such(tmp_path: Path) -> None:
+    """Was: a record over the server's response limit (16 times ``--max-message-bytes``) left
+    the handler, and gRPC failed the call ("Sent message larger than max") after the log line
+    and grpc_server_handled_total had called it OK. Now ExportGame refuses it itself:
+    RESOURCE_EXHAUSTED, reason RESPONSE_TOO_LARGE, the limit named, logged as refused."""
+    limit = 32  # requests; responses up to 512 bytes, less than a dealt game's record (657)
+    async with serving(tmp_path, max_message_bytes=limit) as srv:
+        created = await srv.referee.CreateGame(pb.CreateGameRequest(variant="partnership"))
+        request = pb.ExportGameRequest(game_id=created.game_id)
+        metadata = bearer(created.adjudicator_token)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await srv.referee.ExportGame(request, metadata=metadata)
+        error = RefereeError(caught.value)
+        assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert (error.reason, error.metadata) == ("RESPONSE_TOO_LARGE", {"limit": str(16 * limit)})
+    async with serving(tmp_path / "wide") as srv:  # the default limit sends the same record
+        created = await srv.referee.CreateGame(pb.CreateGameRequest(variant="partnership"))
+        request = pb.ExportGameRequest(game_id=created.game_id)
+        response = await srv.referee.ExportGame(request, metadata=bearer(created.adjudicator_token))
+        assert 16 * limit < response.ByteSize() < 16 * (1 << 20)

@@ -33,7 +33,7 @@ from referee.service.convert import (
     structs,
     to_value,
 )
-from referee.service.errors import invalid
+from referee.service.errors import ServiceError, invalid
 from referee.service.games import GameManager
 from referee.service.logline import annotate
 from referee.store.base import AuditRow
@@ -221,7 +221,21 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.ExportGameResponse:
         record = await self.games.export(_game_id(request.game_id), _token(context))
-        return pb.ExportGameResponse(record=dict_to_struct(record))
+        response = pb.ExportGameResponse(record=dict_to_struct(record))
+        size = response.ByteSize()
+        if size > self.max_response_bytes:
+            # gRPC would fail the call after this handler returned ("Sent message larger than
+            # max"), while the log line and grpc_server_handled_total said OK. A long game's
+            # record is the one response that outgrows a small --max-message-bytes (views,
+            # events and audit-log pages stay within it).
+            raise ServiceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"the record is {size} bytes; this server sends at most"
+                f" {self.max_response_bytes} (16 times --max-message-bytes)",
+                reason="RESPONSE_TOO_LARGE",
+                metadata={"limit": str(self.max_response_bytes)},
+            )
+        return response
 
     async def AuditRecords(  # noqa: N802
         self,
