@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from referee.engine.actions import decode_action
-from referee.engine.engine import apply, check_deal, check_seat, hand_progress, new_game, start_hand
+from referee.engine.engine import (
+    apply,
+    check_deal,
+    check_optional_fields,
+    check_seat,
+    hand_progress,
+    new_game,
+    start_hand,
+)
 from referee.engine.errors import DealError, IllegalAction
 from referee.engine.state import GameState, Setup
 from referee.jsonread import RepeatedKeyError, loads_once
@@ -280,6 +288,9 @@ def _play_hand(
             action = decode_action(raw, seat_key=True)
             check_seat(state.setup.rules, seat)  # MALFORMED_ACTION comes first (A.5)
             if state.hand is None and not state.over:
+                # A.5: a field the game's options refuse (help, a meld's name) is
+                # MALFORMED_ACTION before WRONG_PHASE, as apply answers it.
+                check_optional_fields(state.setup, seat, action)
                 raise IllegalAction(
                     "WRONG_PHASE", f"seat {seat}: the hand is over; this action comes after its end"
                 )

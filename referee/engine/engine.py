@@ -243,8 +243,11 @@ def check_seat(rules: RuleSet, seat: object) -> None:
         )
 
 
-def _check_optional_fields(setup: Setup, seat: int, action: Action) -> None:
-    """The MALFORMED_ACTION checks that depend on the variant's options (A.4, A.8 item 1)."""
+def check_optional_fields(setup: Setup, seat: int, action: Action) -> None:
+    """The MALFORMED_ACTION checks that depend on the variant's options (A.4, A.8 item 1).
+
+    ``apply`` makes them before every other check but the seat's; a caller that refuses an
+    action before ``apply`` (the audit, for an action after its hand's end) makes them first."""
     if isinstance(action, Pass) and action.help and not setup.rules.allow_pass_with_help:
         raise IllegalAction(
             "MALFORMED_ACTION",
@@ -282,7 +285,7 @@ def apply(state: GameState, seat: int, action: Action) -> tuple[GameState, Event
     check_seat(rules, seat)
     action_class = type(action)
     if action_class is Pass or action_class is Meld:
-        _check_optional_fields(setup, seat, action)
+        check_optional_fields(setup, seat, action)
     if state.over:
         raise IllegalAction("GAME_OVER", f"seat {seat}: the game is over")
     hand = state.hand
@@ -1062,6 +1065,8 @@ __all__ = [
     "apply",
     "bid_window",
     "check_deal",
+    "check_optional_fields",
+    "check_seat",
     "hand_progress",
     "legal_actions",
     "make_setup",
