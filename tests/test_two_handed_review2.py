@@ -8,17 +8,29 @@ Trump is hearts throughout; seat 1 (the dealer) holds no heart and no ace, so se
 
 from __future__ import annotations
 
+from typing import Any
+
+from referee.engine.events import EVERYONE
 from referee.engine.state import GameState
+from referee.engine.views import ADJUDICATOR, SPECTATOR, view
 from tests.test_two_handed import (
     LOSER,
     begin2,
     meld,
     meld_events,
     refuse,
+    send,
     send_events,
     table_of,
     win_trick,
 )
+from tests.test_two_handed_review import window_12
+
+
+def hand_view(state: GameState, role: int | str) -> dict[str, Any]:
+    hand = view(state, role)["hand"]
+    assert isinstance(hand, dict)
+    return hand
 
 
 def meld_points(state: GameState) -> tuple[int, ...]:
@@ -134,3 +146,23 @@ class TestRunBesideItsMarriages:
         state = meld(state, 0, "dix", "9H")
         state = meld(state, 0, "run", "AH 10H KH QH JH")
         assert meld_points(state) == (170, 0)
+
+
+class TestTheLastDrawChoiceIsInTheView:
+    """A.9 item 7 / §2.2 item 7 with ``last_draw: winner_chooses``: the winner's ``draw`` is
+    public (its ``draw_chosen`` event goes to everyone) and decides who holds the turned card, so
+    every view shows it until the final draw, as a snapshot sent to a watcher or a reconnecting
+    client must: without it a seat that missed the event could not tell which card comes next."""
+
+    def test_every_role_sees_the_choice_until_the_draw(self) -> None:
+        options: dict[str, object] = {"last_draw": "winner_chooses"}
+        state = window_12(("AC AC AD AD 10C 10D QD QC JD KD KS", LOSER[3:]), "AS", "KH", options)
+        roles: list[int | str] = [0, 1, SPECTATOR, ADJUDICATOR]
+        assert all(hand_view(state, role)["draw_choice"] is None for role in roles)
+        state, events = send_events(state, 0, "draw", turn_up=True)
+        assert [e.audience for e in events if e.kind == "draw_chosen"] == [EVERYONE]
+        assert all(hand_view(state, role)["draw_choice"] is True for role in roles)
+        assert hand_view(state, 1)["turn_up"] == "KH" and hand_view(state, 1)["stock_size"] == 1
+        state = send(state, 0, "play", card="KH")  # the final draw: the winner took the KH
+        assert state.hand is not None and state.hand.phase == "play"
+        assert all(hand_view(state, role)["draw_choice"] is None for role in roles)

@@ -118,7 +118,10 @@ def _public_hand(state: GameState, hand: HandState) -> dict[str, object]:
 
 
 def _two_handed_public(hand: HandState) -> dict[str, object]:
-    """Two-handed (A.10 item 3): the turned card, the stock size, each seat's melded cards."""
+    """Two-handed (A.10 item 3): the turned card, the stock size, each seat's melded cards.
+
+    Also the winner's window and, with ``last_draw: winner_chooses``, its choice of the last draw.
+    """
     return {
         "stock_size": len(hand.stock),
         "table": [format_cards(sorted(pid >> 1 for pid, _ in side)) for side in hand.table],
@@ -137,6 +140,9 @@ def _two_handed_public(hand: HandState) -> dict[str, object]:
         ],
         "window_seat": hand.window_seat,
         "window_melded": hand.window_melded,
+        # last_draw winner_chooses: the winner's public draw choice (its draw_chosen event goes
+        # to everyone), so a snapshot tells who takes the turned card at the final draw.
+        "draw_choice": hand.draw_choice,
     }
 
 
