@@ -561,3 +561,46 @@ def test_two_handed_copies_hand_first_and_the_table_copy_no_pending_meld_needs()
     state, events = send_events(state, 0, "meld", name="pinochle", cards=["QS", "JD"])
     (claimed,) = [e.data for e in events if e.kind == "meld_scored"]
     assert claimed["claimed_pending"] is True and claimed["from_table"] == ["QS", "JD"]
+
+
+def test_save_meld_zero_saves_a_side_that_took_no_trick() -> None:
+    """README: "a save is judged as Part A's `save_meld` says (card points for `trick_point`
+    and an integer); §10.3's pseudocode also asks for a trick, which differs only for a
+    declaring side whose points come from its discards alone, and under `save_meld: 0` for a
+    side that took no trick (0 card points is at least 0, so its meld counts)"."""
+    query = {
+        "kind": "hand_score",
+        "options": {"save_meld": 0},
+        "bid": 250,
+        "declarer": 0,
+        "meld": [0, 60, 0, 0],
+        "points": [250, 0],
+        "tricks": [12, 0],
+    }
+    assert answer_query(query) == {"delta": [250, 60], "saved": [True, True]}
+    assert answer_query({**query, "options": {"save_meld": 1}})["saved"] == [True, False]
+
+
+def test_a_conceded_cutthroat_hand_saves_every_defender() -> None:
+    """README: "on a concession the declaring side's `saved` is false and every other side's
+    true" (in a game: the defenders took no trick, and their meld still counts)."""
+    declarer = "KS QS AH AH 10H 10H KH QH JH 9H AC AC 10C 10C AD"
+    state = begin("cutthroat", {}, ("KD QD", declarer), widow="9D 9D 9C")
+    state = win_auction(state, 1)
+    state = act(state, 1, "declare_trump", suit="H")
+    state = meld_all(state, {1: "KS QS", 0: "KD QD"})
+    state = act(state, 1, "discard", cards=["9D", "9D", "9C"])
+    state, events = apply(state, 1, decode_action({"type": "concede"}))
+    (result,) = [seen_data(e) for e in events if e.kind == "hand_result"]
+    assert result["saved"] == [True, False, True]
+    assert result["delta"] == [20, -300, 0]
+
+
+def test_the_hoyle_profile_still_scores_a_turned_up_nine_for_the_dealer() -> None:
+    """README (two-handed): under the Hoyle/Bicycle profile "the dix scoring only by exchange
+    or show" (a turned-up 9 still scoring for the dealer at the deal, A.8 item 8)."""
+    state, events = begin2([THE_WINNER, LOSER], "9H", options=dict(HOYLE))
+    assert [e.data for e in events if e.kind == "dix_turned"] == [
+        {"seat": 1, "card": "9H", "points": 10}
+    ]
+    assert state.hand is not None and state.hand.meld_points == (0, 10)
