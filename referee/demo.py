@@ -18,6 +18,12 @@ import structlog
 from pinochle_client import RefereeClient, RefereeError, SeatSession
 from rich.console import Console
 
+#: The demo's bots bid the minimum at random, whatever their cards: under options where a
+#: contract is hard to make (count_scheme points1 with a partnership's or cutthroat's x10 meld
+#: table, trump_requires_marriage, a high min_bid) every side's score can fall for ever and no
+#: side ever reaches the target. The demo stops after this many hands without a winner.
+MAX_HANDS = 500
+
 
 def playable(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The legal-action entries a bot can turn into a concrete action.
@@ -74,6 +80,8 @@ async def play_game(
     console: Console,
     creator_token: str | None = None,
 ) -> dict[str, Any]:
+    """Play one game; stop after ``MAX_HANDS`` hands when nobody has won by then. Returns the
+    last view."""
     rng = random.Random(seed)
     game = await client.create_game(variant, options, seed=seed, creator_token=creator_token)
     seats: list[SeatSession] = [client.seat(game.game_id, t) for t in game.seat_tokens]
@@ -88,6 +96,12 @@ async def play_game(
         view = await seats[0].view()
         if view["over"]:
             break
+        if view["hands_completed"] >= MAX_HANDS:
+            console.print(
+                f"[bold]stopped[/bold] after {view['hands_completed']} hands with no winner,"
+                f" scores {view['scores']}"
+            )
+            return dict(view)
         acted = False
         for seat_number, seat in enumerate(seats):
             entries = playable(await seat.legal_actions())

@@ -1,0 +1,81 @@
+"""``pinochle-referee demo`` and its bots under the options a user may pass (OPTIONS.json).
+
+Option sets are drawn from ``referee.rules.options`` (every listed value a game of the variant
+accepts, and small integers inside the allowed ranges), not written by hand. The engine-level
+bot (``referee.demo.bot_action`` over ``legal_actions``, no server) plays many of them; a few go
+through the real API with ``pinochle-referee demo``, whose printed log is checked too.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+import structlog
+
+import referee.demo
+from referee.cli import main
+from referee.demo import bot_action
+
+# The engine test's bound in hands (the demo's own is referee.demo.MAX_HANDS).
+_HANDS = 150
+# Actions per hand at most: 4 seats x (bid, exchange, meld, 20 plays) and two-handed's windows.
+_ACTIONS_PER_HAND = 200
+
+
+@pytest.fixture(autouse=True)
+def _structlog_restored() -> Iterator[None]:
+    """The demo quiets structlog for the whole process; put the configuration back."""
+    saved = structlog.get_config()
+    saved["processors"] = list(saved["processors"])
+    try:
+        yield
+    finally:
+        structlog.reset_defaults()
+        structlog.configure(**saved)
+
+
+@pytest.fixture
+def bounded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Every action the demo's bots send; a game that goes on past any bound fails the test
+    (rather than running for ever)."""
+    sent: list[dict[str, Any]] = []
+
+    def recording(entries: Sequence[Mapping[str, Any]], rng: random.Random) -> dict[str, Any]:
+        limit = (getattr(referee.demo, "MAX_HANDS", _HANDS) + 1) * _ACTIONS_PER_HAND
+        assert len(sent) < limit, "the demo did not stop"
+        sent.append(bot_action(entries, rng))
+        return sent[-1]
+
+    monkeypatch.setattr(referee.demo, "bot_action", recording)
+    return sent
+
+
+def demo_log(variant: str, options: Mapping[str, object], seed: str) -> None:
+    flags = ["--variant", variant, "--options", json.dumps(options), "--seed", seed]
+    assert main(["demo", *flags]) == 0
+
+
+def _hands(out: str) -> list[list[str]]:
+    blocks = re.split(r"^(?=hand \d+, dealer \d+$)", out, flags=re.MULTILINE)[1:]
+    return [block.splitlines() for block in blocks]
+
+
+def test_a_game_nobody_can_win_stops_after_max_hands(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    bounded: list[dict[str, Any]],
+) -> None:
+    """The bots bid the minimum blindly: with 1-point counters against a partnership's x10
+    table nearly every contract is set, both sides' scores fall for ever (about -20,000 after
+    250 hands) and the demo never ended. It stops after MAX_HANDS hands and says so."""
+    monkeypatch.setattr(referee.demo, "MAX_HANDS", 3, raising=False)
+    demo_log("partnership", {"count_scheme": "points1"}, "endless")
+    out = capsys.readouterr().out
+    assert re.search(r"^stopped after 3 hands with no winner, scores \[-?\d+, -?\d+\]$", out, re.M)
+    assert "game over" not in out
+    assert len(_hands(out)) == 4  # the fourth hand was dealt when the third ended
