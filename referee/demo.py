@@ -87,11 +87,9 @@ async def play_game(
     seats: list[SeatSession] = [client.seat(game.game_id, t) for t in game.seat_tokens]
     console.print(f"[bold]game {game.game_id}[/bold]: {variant}, {len(seats)} seats")
     # The first hand was dealt by CreateGame, whose events the loop below never sees: its
-    # header comes from the opening view (later hands' come from their hand_started events).
+    # opening comes from the view (later hands' come with the action that ended the last one).
     opening = (await seats[0].view())["hand"]
-    _print_event(
-        console, 0, {"kind": "hand_started", "hand": opening["number"], "dealer": opening["dealer"]}
-    )
+    _print_opening(console, opening, len(seats))
     while True:
         view = await seats[0].view()
         if view["over"]:
@@ -122,6 +120,25 @@ async def play_game(
     final: dict[str, Any] = await seats[0].view()
     console.print(f"[bold]game over[/bold]: winner {final['winner']}, scores {final['scores']}")
     return final
+
+
+def _print_opening(console: Console, hand: Mapping[str, Any], players: int) -> None:
+    """The first hand's opening, from the view: CreateGame dealt it, and the events it made
+    (the header, a turned-up trump, automatic melds) come back with no action the loop sees."""
+    _print_event(
+        console, 0, {"kind": "hand_started", "hand": hand["number"], "dealer": hand["dealer"]}
+    )
+    if hand["trump"] is not None:  # turned up at the deal (two-handed, no-bid)
+        _print_event(console, 0, {"kind": "trump_turned", "suit": hand["trump"]})
+    melds = hand["melds"]
+    first = (hand["dealer"] + 1) % players  # automatic melds at the deal: no-bid only
+    for seat in (*range(first, players), *range(first)):
+        if melds[seat] is not None:
+            _print_event(
+                console,
+                seat,
+                {"kind": "meld_scored", "seat": seat, "points": melds[seat]["points"]},
+            )
 
 
 def _print_event(console: Console, seat: int, event: Mapping[str, Any]) -> None:

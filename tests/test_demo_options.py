@@ -79,3 +79,24 @@ def test_a_game_nobody_can_win_stops_after_max_hands(
     assert re.search(r"^stopped after 3 hands with no winner, scores \[-?\d+, -?\d+\]$", out, re.M)
     assert "game over" not in out
     assert len(_hands(out)) == 4  # the fourth hand was dealt when the third ended
+
+
+@pytest.mark.parametrize("variant", ["two-handed", "partnership-no-bid"])
+def test_the_first_hand_shows_its_turned_trump_and_automatic_melds(
+    variant: str, capsys: pytest.CaptureFixture[str], bounded: list[dict[str, Any]]
+) -> None:
+    """CreateGame deals the first hand, and the events of that deal (the turned-up trump; in a
+    no-bid game with meld_declaration auto, every seat's meld) reached no action's answer: the
+    demo printed them for every hand but the first, whose result then counted melds the log
+    never showed."""
+    options: dict[str, object] = {"target": 500}  # two hands or more
+    if variant == "partnership-no-bid":
+        options = {"meld_declaration": "auto", "target": 500}
+    demo_log(variant, options, "opening")
+    hands = _hands(capsys.readouterr().out)
+    assert len(hands) >= 2
+    for lines in hands:
+        assert lines[1].startswith("  trump "), lines[:3]
+        if variant == "partnership-no-bid":
+            melds = [int(line.split()[-1]) for line in lines[2:6] if " melds " in line]
+            assert len(melds) == 4, lines[:7]
