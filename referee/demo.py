@@ -161,7 +161,8 @@ def _print_event(console: Console, seat: int, event: Mapping[str, Any]) -> None:
             f"  [green]hand result[/green] delta {event['delta']}, scores {event['scores']}"
         )
     elif kind == "redeal":
-        console.print("  everyone passed: redeal")
+        # A round of passes, or of passes and bid_or_redeal calls (A.7 item 2): no bid either way.
+        console.print("  no bid: redeal")
     del seat
 
 

@@ -100,3 +100,18 @@ def test_the_first_hand_shows_its_turned_trump_and_automatic_melds(
         if variant == "partnership-no-bid":
             melds = [int(line.split()[-1]) for line in lines[2:6] if " melds " in line]
             assert len(melds) == 4, lines[:7]
+
+
+def test_a_bid_or_redeal_redeal_is_not_said_to_be_everyone_passing(
+    capsys: pytest.CaptureFixture[str], bounded: list[dict[str, Any]]
+) -> None:
+    """Double-deck's defaults: the dealer may not pass (all_pass dealer_stuck), so a redeal
+    comes only from a round of calls with a bid_or_redeal in it; the demo said "everyone
+    passed" for it."""
+    redeals = 0
+    for seed in ("r0", "r1", "r2"):
+        demo_log("double-deck", {"target": 60}, seed)
+        out = capsys.readouterr().out
+        assert "everyone passed" not in out
+        redeals += out.count("  no bid: redeal\n")
+    assert redeals, "no redeal in these games"
