@@ -160,6 +160,9 @@ def _print_event(console: Console, seat: int, event: Mapping[str, Any]) -> None:
         console.print(
             f"  [green]hand result[/green] delta {event['delta']}, scores {event['scores']}"
         )
+    elif kind == "conceded":
+        why = " (no marriage to name trump)" if event["no_trump"] else ""
+        console.print(f"  seat {event['seat']} concedes{why}")
     elif kind == "redeal":
         # A round of passes, or of passes and bid_or_redeal calls (A.7 item 2): no bid either way.
         console.print("  no bid: redeal")

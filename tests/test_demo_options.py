@@ -115,3 +115,16 @@ def test_a_bid_or_redeal_redeal_is_not_said_to_be_everyone_passing(
         assert "everyone passed" not in out
         redeals += out.count("  no bid: redeal\n")
     assert redeals, "no redeal in these games"
+
+
+def test_a_concession_is_in_the_log(
+    capsys: pytest.CaptureFixture[str], bounded: list[dict[str, Any]]
+) -> None:
+    """trump_requires_marriage: a declarer without a marriage can only concede (A.7 item 5);
+    the log showed the contract and then a result with nothing played in between."""
+    demo_log("partnership", {"trump_requires_marriage": True, "target": 400}, "c5")
+    hands = _hands(capsys.readouterr().out)
+    conceded = [h for h in hands if any(" concedes (no marriage to name trump)" in x for x in h)]
+    assert conceded
+    for lines in conceded:
+        assert not any(line.startswith("  trick ") for line in lines)
