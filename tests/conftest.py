@@ -27,3 +27,16 @@ def json_logs() -> Iterator[None]:
     finally:
         structlog.reset_defaults()
         quiet_logs()
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """Let a test reconfigure structlog (the demo quiets it for the whole process, the logging
+    tests set their own); the configuration before it is put back afterwards."""
+    saved = structlog.get_config()
+    saved["processors"] = list(saved["processors"])
+    try:
+        yield
+    finally:
+        structlog.reset_defaults()
+        structlog.configure(**saved)

@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
-import structlog
 
 import referee.demo
 from referee.cli import main
@@ -26,16 +25,8 @@ from tests.service_helpers import SHORT_GAME
 GAME_OVER = re.compile(r"^game over: winner \d+, scores \[[-\d, ]+\]$", re.MULTILINE)
 
 
-@pytest.fixture(autouse=True)
-def _structlog_restored() -> Iterator[None]:
-    """The demo quiets structlog for the whole process; put the configuration back."""
-    saved = structlog.get_config()
-    saved["processors"] = list(saved["processors"])
-    try:
-        yield
-    finally:
-        structlog.reset_defaults()
-        structlog.configure(**saved)
+# The demo quiets structlog for the whole process: each test puts the configuration back.
+pytestmark = pytest.mark.usefixtures("restored_logging")
 
 
 @pytest.fixture

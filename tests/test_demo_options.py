@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
-import structlog
 
 import referee.demo
 from referee.cli import main
@@ -39,16 +38,8 @@ _HANDS = 150
 _ACTIONS_PER_HAND = 200
 
 
-@pytest.fixture(autouse=True)
-def _structlog_restored() -> Iterator[None]:
-    """The demo quiets structlog for the whole process; put the configuration back."""
-    saved = structlog.get_config()
-    saved["processors"] = list(saved["processors"])
-    try:
-        yield
-    finally:
-        structlog.reset_defaults()
-        structlog.configure(**saved)
+# The demo quiets structlog for the whole process: each test puts the configuration back.
+pytestmark = pytest.mark.usefixtures("restored_logging")
 
 
 @pytest.fixture

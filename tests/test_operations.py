@@ -52,18 +52,6 @@ from tests.test_service_crash import running
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-@pytest.fixture
-def restored_logging() -> Iterator[None]:
-    """Let a test reconfigure structlog; the configuration before it is put back afterwards."""
-    saved = structlog.get_config()
-    saved["processors"] = list(saved["processors"])
-    try:
-        yield
-    finally:
-        structlog.reset_defaults()
-        structlog.configure(**saved)
-
-
 def _log_lines(log_format: str, capfd: pytest.CaptureFixture[str]) -> list[str]:
     capfd.readouterr()
     configure_logging(log_format)
