@@ -557,6 +557,44 @@ async def test_a_time_of_minus_zero_is_stored_as_zero(store: GameStore) -> None:
     assert (repr(record.created_at), repr(record.last_active_at)) == ("0.0", "0.0")
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+async def test_a_time_that_is_no_number_is_refused_alone_before_the_batch(
+    store: GameStore, bad: float
+) -> None:
+    """Was: SQLite wrote a commit's request row, then its NaN time (stored as NULL) broke the
+    NOT NULL of games.last_active_at, an error after a write, which failed every job of the
+    group-commit batch: other games' accepted actions answered StoreError. A time that is not a
+    finite number is now refused (ValueError naming it) before the job is queued, so it fails
+    alone and writes nothing, and the other games of the batch commit. The clock is the only
+    source of times (no client sends one), so this guards the store's boundary."""
+    for game_id in ("g0", "g1", "g2", "g3"):
+        await new_game(store, game_id)
+    first = asyncio.ensure_future(store.commit(make_commit("g0", 0)))
+    await asyncio.sleep(0)  # g0's transaction is committing: the next jobs form one batch
+    results = await asyncio.gather(
+        store.commit(make_commit("g1", 0)),
+        store.commit(make_commit("g2", 0)._replace(audit=audit_entry(1)._replace(time=bad))),
+        store.record_refusal("g3", audit_entry(0, "refused", "NOT_YOUR_TURN")._replace(time=bad)),
+        store.commit(make_commit("g3", 0)),
+        return_exceptions=True,
+    )
+    assert isinstance(await first, AuditRow)
+    assert isinstance(results[0], AuditRow) and isinstance(results[3], AuditRow), results
+    for refused in results[1:3]:
+        assert isinstance(refused, ValueError) and "time" in str(refused), results
+    versions = [(await store.get_game(g)).version for g in ("g0", "g1", "g2", "g3")]
+    assert versions == [1, 1, 0, 1]
+    assert await store.stored_response("g2", "g2-r1") is None
+    assert await store.audit_log("g2") == []
+    assert [row.outcome for row in await store.audit_log("g3")] == ["accepted"]
+    for game_id in ("g1", "g3"):
+        assert await store.verify_audit_log(game_id) == AuditVerification(True, 1)
+    with pytest.raises(ValueError, match="time"):
+        await new_game(store, "g4", created_at=bad)
+    with pytest.raises(UnknownGame):
+        await store.get_game("g4")
+
+
 async def test_record_refusal_extends_the_chain(store: GameStore) -> None:
     await new_game(store)
     accepted = await store.commit(make_commit("g1", 0))

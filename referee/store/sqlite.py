@@ -65,6 +65,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import math
 import os
 import secrets
 import socket
@@ -298,8 +299,19 @@ def _stored_time(value: float) -> float:
     no sign, and gives -0.0 back as 0.0, while PostgreSQL keeps it; and an audit row's hash
     covers its time, which canonical JSON writes "-0.0" or "0.0". Hashed as -0.0, the row
     failed verification on SQLite. Rows PostgreSQL already holds with -0.0 still verify (their
-    hash covers what they hold)."""
-    return float(value) + 0.0  # -0.0 + 0.0 is 0.0
+    hash covers what they hold).
+
+    A time that is not a finite number raises ValueError. Both stores call this before a job
+    is queued (``_AuditDraft``, ``_game_params``), so such a time is refused alone and writes
+    nothing: SQLite stored a NaN as NULL, which broke a NOT NULL column after the commit's
+    first write, and so failed every other game's job in its group-commit batch; an infinity
+    was stored, and its audit row hashed as JSON no client writes. The server's times come
+    from its clock only (no client sends one), so this guards the boundary, not a path in use.
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"a stored time is a finite number of seconds, not {value!r}")
+    return value + 0.0  # -0.0 + 0.0 is 0.0
 
 
 def _dumps_or_none(value: object | None) -> str | None:
@@ -319,6 +331,7 @@ class _AuditDraft:
     __slots__ = ("action_json", "public_action_json", "row")
 
     def __init__(self, audit: AuditRow) -> None:
+        _stored_time(audit.time)  # refused here, before the job is queued (see _stored_time)
         self.action_json = _dumps_or_none(audit.action)
         self.public_action_json = _dumps_or_none(audit.public_action)
         self.row = audit  # read only: the normalised values are taken from it in ``chained``
@@ -860,18 +873,19 @@ class SqliteStore:
         The game's version becomes ``expected_version + 1``; every row must carry that version
         (an action and the deal it caused). A ``request_id`` already stored for the game is
         refused like a stale version (VersionConflict with the current version), nothing written;
-        so is a commit to a game that has ended (GameOver). A malformed commit is refused
-        through the future too, as by an ``async def`` store.
+        so is a commit to a game that has ended (GameOver). A malformed commit (its audit time not
+        a finite number among the ways) is refused through the future too, as by an
+        ``async def`` store, before it is queued, so it never fails a batch.
         """
         try:
             new_version = commit.checked_version()
+            draft = _AuditDraft.of(commit.audit)  # a time that is no number: refused here
         except ValueError as malformed:
             refused: asyncio.Future[AuditRow] = asyncio.get_running_loop().create_future()
             refused.set_exception(malformed)
             return refused
         game_id = commit.game_id
         rows = _log_params(commit.rows)
-        draft = _AuditDraft.of(commit.audit)
         response = bytes(commit.response)
 
         def apply(conn: sqlite3.Connection) -> AuditRow:
