@@ -316,6 +316,10 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
     assert _serve_settings().events_in_memory == 16
     assert _serve_settings("--events-in-memory", "8").events_in_memory == 8
     assert Settings().max_pending_calls == 10_000
+    clean_env.setenv(ENV_PREFIX + "MAX_SERVICE_STREAMS", "40")
+    assert _serve_settings().max_service_streams == 40
+    assert _serve_settings("--max-service-streams", "4").max_service_streams == 4
+    assert Settings().max_service_streams == 1_000
 
 
 @pytest.mark.parametrize(
@@ -334,6 +338,7 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
         ("WATCH_WINDOW", "0", "--watch-window", "64"),
         ("MAX_WATCHERS", "none", "--max-watchers", "50"),
         ("MAX_PENDING_CALLS", "0", "--max-pending-calls", "100"),
+        ("MAX_SERVICE_STREAMS", "0", "--max-service-streams", "100"),
         ("KEEPALIVE_SECONDS", "0.5", "--keepalive-seconds", "30"),
         ("KEEP_RESPONSES_SECONDS", "-1", "--keep-responses-seconds", "60"),
         # argparse checks choices only on the command line: a variable's value passed unseen.

@@ -1427,6 +1427,90 @@ async def test_health_watch_turns_not_serving_on_shutdown(tmp_path: Path) -> Non
         await stopping
 
 
+async def _refused_stream(call: Any) -> RefereeError:
+    """The refusal a stream call gets at its first read."""
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await asyncio.wait_for(call.read(), 10)
+    return RefereeError(caught.value)
+
+
+@pytest.mark.usefixtures("json_logs")
+async def test_health_watch_and_reflection_streams_are_capped(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Was: health ``Watch`` and reflection streams need no credential and had no bound (only
+    WatchGame had one, --max-watchers), so any client could hold server memory with as many
+    as it liked. --max-service-streams bounds the two together: one beyond is refused
+    RESOURCE_EXHAUSTED, reason TOO_MANY_STREAMS, ``metadata["limit"]`` the cap, logged and
+    counted; the open ones go on, a stream that ends or is cancelled gives its place back, and
+    neither health ``Check`` nor WatchGame (counted apart) is touched."""
+    async with serving(tmp_path, max_service_streams=2) as srv:
+        configure_logging("json")  # serving() quiets the logs; this test reads them
+        health = health_stub(srv.client.channel)
+        reflection: Any = cast(Any, reflection_pb2_grpc.ServerReflectionStub)(srv.client.channel)
+        watch = health.Watch(health_pb2.HealthCheckRequest())
+        assert (await watch.read()).status == health_pb2.HealthCheckResponse.SERVING
+        info = reflection.ServerReflectionInfo()
+        await info.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+        assert (await info.read()).list_services_response.service
+        capfd.readouterr()
+        for extra in (
+            health.Watch(health_pb2.HealthCheckRequest()),
+            reflection.ServerReflectionInfo(),
+        ):
+            refusal = await _refused_stream(extra)
+            assert refusal.code == grpc.StatusCode.RESOURCE_EXHAUSTED, refusal
+            assert refusal.reason == "TOO_MANY_STREAMS" and refusal.metadata == {"limit": "2"}
+            assert "--max-service-streams" in refusal.message
+        lines = await log_lines(capfd, 2)
+        refused_lines = [line for line in lines if line.get("code") == "TOO_MANY_STREAMS"]
+        assert sorted(line["rpc"] for line in refused_lines) == ["ServerReflectionInfo", "Watch"]
+        assert _handled("grpc.health.v1.Health", "Watch", "RESOURCE_EXHAUSTED") >= 1
+        reflection_service = "grpc.reflection.v1alpha.ServerReflection"
+        assert _handled(reflection_service, "ServerReflectionInfo", "RESOURCE_EXHAUSTED") >= 1
+        # A unary Check is no stream: answered, as is a WatchGame (--max-watchers' own count).
+        checked = await health.Check(health_pb2.HealthCheckRequest())
+        assert checked.status == health_pb2.HealthCheckResponse.SERVING
+        table = await new_table(srv.client, "partnership", seed="streams")
+        game_watch = srv.referee.WatchGame(
+            pb.WatchGameRequest(game_id=table.game_id), metadata=bearer(table.spectator_token)
+        )
+        assert await game_watch.read()
+        game_watch.cancel()
+        # The two open streams still work.
+        await info.write(
+            reflection_pb2.ServerReflectionRequest(file_containing_symbol=SERVICE_NAMES[0])
+        )
+        assert (await info.read()).file_descriptor_response.file_descriptor_proto
+        # A reflection stream that ends (the client is done writing) and a health Watch that
+        # is cancelled each give their place back.
+        await info.done_writing()
+        assert await info.read() is grpc.aio.EOF
+        watch.cancel()
+        opened = []
+        for _ in range(2):
+            async with asyncio.timeout(20):  # the cancellation reaches the server soon
+                while True:
+                    again = health.Watch(health_pb2.HealthCheckRequest())
+                    try:
+                        await again.read()
+                    except grpc.aio.AioRpcError as error:
+                        assert RefereeError(error).reason == "TOO_MANY_STREAMS"
+                        await asyncio.sleep(0.05)
+                        continue
+                    opened.append(again)
+                    break
+        refusal = await _refused_stream(health.Watch(health_pb2.HealthCheckRequest()))
+        assert refusal.reason == "TOO_MANY_STREAMS"
+        for stream in opened:
+            stream.cancel()
+
+
+def _handled(service: str, method: str, code: str) -> float:
+    labels = {"grpc_service": service, "grpc_method": method, "grpc_code": code}
+    return REGISTRY.get_sample_value("grpc_server_handled_total", labels) or 0.0
+
+
 async def test_readiness_follows_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A replica cut off from its database answered every game call UNAVAILABLE while its
     health said SERVING, so balancers and the readiness probe (both ask for RefereeService)

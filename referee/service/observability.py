@@ -270,6 +270,16 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                 ),
                 response_serializer=handler.response_serializer,
             )
+        if handler.stream_stream is not None:
+            # Reflection's one method: logged, counted, and a refusal (its stream cap) given
+            # its rich status, as every other call's; it was passed through bare, so a
+            # ServiceError it raised reached the client as UNKNOWN. Its requests are read by
+            # grpc_reflection's own loop, so they keep gRPC's decoder.
+            return grpc.stream_stream_rpc_method_handler(
+                self._streamed(service, name, handler.stream_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
         return handler
 
     def _called(
@@ -383,7 +393,9 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         metrics.grpc_handled(service, name, code).inc()
         metrics.grpc_seconds(service, name).observe(elapsed)
         fields = logline.end(line, fields_of_stream)
-        if not service.startswith("grpc.health"):
+        # A health call is logged only when it was refused or failed (an outcome set): probes
+        # call Check every few seconds, and a line each would bury the game calls' lines.
+        if "outcome" in fields or not service.startswith("grpc.health"):
             # Every line says how the call ended: handlers set accepted / created / refused /
             # failed where they know more; a call that set nothing served ("ok"), was
             # cancelled (the client left, a stream's watcher included) or was refused.

@@ -11,7 +11,7 @@ import contextlib
 import gc
 import signal
 import ssl
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,13 +19,14 @@ from typing import Any
 import grpc
 import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 from prometheus_client import start_http_server
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service import metrics
 from referee.service.auth import token_hash
+from referee.service.errors import ServiceError
 from referee.service.games import GameManager
 from referee.service.observability import (
     CORE_MESSAGE_FACTOR,
@@ -37,6 +38,7 @@ from referee.service.servicers import RefereeServicer, RulesServicer
 from referee.service.settings import (
     CONNECTION_AGE_GRACE_SECONDS,
     KEEPALIVE_TIMEOUT_SECONDS,
+    MAX_SERVICE_STREAMS,
     Settings,
     SettingsError,
     add_arguments,
@@ -139,6 +141,68 @@ class Running:
         await self.store.close()
 
 
+class StreamSlots:
+    """The places for the streams anyone may open without a credential: health ``Watch`` and
+    reflection's ``ServerReflectionInfo`` (``--max-service-streams``, both counted together).
+
+    Each open stream holds server memory (gRPC's call, the handler's task) for as long as its
+    client keeps it, and these need no token, so without a bound one client could open them
+    until the process ran out of memory. WatchGame streams have their own cap
+    (``--max-watchers``), not this one: shared, streams anyone may open would take the places
+    of the seats and spectators following their games, and a server full of spectators would
+    refuse an orchestrator's health watch. A stream beyond the cap is refused before it holds
+    anything (RESOURCE_EXHAUSTED, reason TOO_MANY_STREAMS, ``metadata["limit"]`` the cap, as
+    CreateGame's TOO_MANY_GAMES); the streams already open are not touched. Every ``take``
+    that succeeded is matched by one ``give_back`` when its stream ends, however it ends (the
+    client cancelled it, the server stopped). Health ``Check`` takes no place: a unary call
+    holds nothing once answered, and probes must stay cheap.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+
+    def take(self) -> None:
+        """Take a place for a new stream, or refuse it (ServiceError) when none is left."""
+        if self.open >= self.limit:
+            raise ServiceError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"this server keeps at most {self.limit} health Watch and reflection streams"
+                " open at once (--max-service-streams); try again later",
+                reason="TOO_MANY_STREAMS",
+                metadata={"limit": str(self.limit)},
+            )
+        self.open += 1
+
+    def give_back(self) -> None:
+        self.open -= 1
+
+
+class ReflectionServicer:
+    """grpc_reflection's asyncio servicer, each stream holding one of ``slots``' places.
+
+    It wraps that servicer rather than extending it: grpc_reflection's annotations declare the
+    method a coroutine returning an iterable, where it is an async generator (as here)."""
+
+    def __init__(self, service_names: Sequence[str], slots: StreamSlots) -> None:
+        self._answers: Any = reflection.aio.ReflectionServicer(service_names)
+        self.slots = slots
+
+    async def ServerReflectionInfo(  # noqa: N802 - gRPC method names
+        self,
+        request_iterator: Any,
+        context: grpc.aio.ServicerContext[
+            reflection_pb2.ServerReflectionRequest, reflection_pb2.ServerReflectionResponse
+        ],
+    ) -> AsyncIterator[reflection_pb2.ServerReflectionResponse]:
+        self.slots.take()
+        try:
+            async for response in self._answers.ServerReflectionInfo(request_iterator, context):
+                yield response
+        finally:
+            self.slots.give_back()
+
+
 class HealthServicer(health_pb2_grpc.HealthServicer):
     """The gRPC health service (``grpc.health.v1.Health``): grpc_health's asyncio servicer,
     with two faults of its ``Watch`` mended.
@@ -153,10 +217,12 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
       the whole grace period, then got a bare "Cancelling all calls". Once the shutdown has
       begun, a stream sends NOT_SERVING (or whatever it has not sent yet) and ends, OK.
 
-    ``Check``, ``set`` and ``enter_graceful_shutdown`` behave as grpc_health's.
+    ``Check``, ``set`` and ``enter_graceful_shutdown`` behave as grpc_health's. A ``Watch``
+    stream holds one of ``slots``' places while it is open (``StreamSlots``); ``Check`` none.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, slots: StreamSlots | None = None) -> None:
+        self.slots = slots if slots is not None else StreamSlots(MAX_SERVICE_STREAMS)
         self._status: dict[str, int] = {"": health_pb2.HealthCheckResponse.SERVING}
         self._watchers: dict[str, set[asyncio.Event]] = {}
         self._shutting_down = False
@@ -180,6 +246,7 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
             health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
         ],
     ) -> None:
+        self.slots.take()
         service = request.service
         wake = asyncio.Event()
         watchers = self._watchers.setdefault(service, set())
@@ -199,6 +266,7 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
             watchers.discard(wake)
             if not watchers:
                 self._watchers.pop(service, None)
+            self.slots.give_back()
 
     async def set(self, service: str, status: int) -> None:
         """Set ``service``'s status (ignored once the shutdown has begun)."""
@@ -410,10 +478,12 @@ async def _serve_on(
     )
     pb_grpc.add_RefereeServiceServicer_to_server(servicer, server)
     pb_grpc.add_RulesServiceServicer_to_server(RulesServicer(), server)
-    health_servicer = HealthServicer()
+    slots = StreamSlots(settings.max_service_streams)
+    health_servicer = HealthServicer(slots)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(  # type: ignore[no-untyped-call]
+        ReflectionServicer((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), slots),
+        server,
     )
     await server.start()
     for name in ("", *SERVICE_NAMES):

@@ -48,6 +48,16 @@ IDLE_AFTER = 86_400.0
 # default --max-games. Beyond it a new stream is refused RESOURCE_EXHAUSTED (TOO_MANY_WATCHERS);
 # the streams already open are not touched. Our choice: issue 4 names no such limit.
 MAX_WATCHERS = 10_000
+# Health Watch and reflection streams open at once on one server. They need no credential at
+# all, so without a bound any client could hold server memory with as many as it liked (about
+# 24 KB each, as a WatchGame stream). A cap of their own, not --max-watchers: shared, a flood of
+# these streams from anyone would take the places of the spectators and seats following their
+# games (who hold a game's token), and a server full of spectators would refuse the health
+# watch of an orchestrator. 1,000 (about 24 MB) is far more than the probes, Envoy (both use the
+# unary Check, which is never capped) and reflection tools open; gRPC's client-side health
+# checking keeps one Watch per connection, so a deployment that turns it on for many clients
+# raises it. Our choice: issue 4 names no such limit.
+MAX_SERVICE_STREAMS = 1_000
 # A finished game's stored responses (what a retried request_id is answered with) are deleted
 # this many seconds after its last accepted action. They are about three quarters of what a game
 # stores (about 1.7 KB per action, against 0.5 KB of log and audit rows), and a client retries
@@ -81,6 +91,7 @@ class Settings:
     creator_token: str = ""  # set: CreateGame needs it (or the adjudicator credential)
     max_games: int = 10_000
     max_watchers: int = MAX_WATCHERS  # WatchGame streams open at once on this server
+    max_service_streams: int = MAX_SERVICE_STREAMS  # health Watch and reflection streams
     max_pending_calls: int = MAX_PENDING_CALLS  # calls gRPC holds before the server starts them
     keepalive_seconds: float = KEEPALIVE_SECONDS  # ping a silent connection after this long
     max_connection_age_seconds: float = 0.0  # 0: connections live as long as their clients like
@@ -162,6 +173,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         _at_least_one,
         "WatchGame streams open at once at most (each holds about 24 KB); one beyond is"
         " RESOURCE_EXHAUSTED, reason TOO_MANY_WATCHERS (default %(default)s)",
+    )
+    flag(
+        "max-service-streams",
+        _at_least_one,
+        "health Watch and reflection streams open at once at most (no credential opens them;"
+        " health Check is not capped); one beyond is RESOURCE_EXHAUSTED, reason"
+        " TOO_MANY_STREAMS (default %(default)s)",
     )
     flag(
         "max-pending-calls",
@@ -346,6 +364,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         creator_token=creator,
         max_games=args.max_games,
         max_watchers=args.max_watchers,
+        max_service_streams=args.max_service_streams,
         max_pending_calls=args.max_pending_calls,
         keepalive_seconds=args.keepalive_seconds,
         max_connection_age_seconds=args.max_connection_age_seconds,

@@ -58,7 +58,9 @@ export type StatusName = keyof typeof grpc.status;
  * bytes), a WatchGame beyond the server's `--max-watchers` (`TOO_MANY_WATCHERS`,
  * RESOURCE_EXHAUSTED), a CreateGame beyond its `--max-games` (`TOO_MANY_GAMES`,
  * RESOURCE_EXHAUSTED, `metadata.limit` the cap), an ExportGame record larger than the server
- * sends (`RESPONSE_TOO_LARGE`, RESOURCE_EXHAUSTED, `metadata.limit` in bytes), a WatchGame stream the server ended as it stopped (`SHUTTING_DOWN`,
+ * sends (`RESPONSE_TOO_LARGE`, RESOURCE_EXHAUSTED, `metadata.limit` in bytes), a health Watch or
+ * reflection stream beyond its `--max-service-streams` (`TOO_MANY_STREAMS`, RESOURCE_EXHAUSTED,
+ * `metadata.limit` the cap), a WatchGame stream the server ended as it stopped (`SHUTTING_DOWN`,
  * UNAVAILABLE; resume with `metadata.after_seq`), or, for refusals
  * without a more specific reason (unknown game, bad token, bad request field, transport
  * failures), the gRPC status name itself. */
@@ -70,6 +72,7 @@ export const SERVICE_REASONS = [
   "TOO_MANY_WATCHERS",
   "TOO_MANY_GAMES",
   "RESPONSE_TOO_LARGE",
+  "TOO_MANY_STREAMS",
   "SHUTTING_DOWN",
 ] as const;
 export type ServiceReason = (typeof SERVICE_REASONS)[number] | StatusName;
