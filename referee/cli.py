@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -438,8 +439,13 @@ async def _downgrade(db: str, schema: str, version: int) -> int:
 
 
 def _backup(db: str, destination: str) -> int:
+    """Exit 0 for a copy that passed its checks, 1 for one that did not or a backup that
+    failed, 2 for a PostgreSQL URL, and 128 + the signal's number for a backup stopped by
+    Ctrl-C, SIGTERM or SIGHUP, with a line saying whether the destination holds the whole copy
+    (not checked) or nothing: exit 130 alone, as for the other commands, left a user who found
+    a file there unable to tell whether it was a backup."""
     from referee.store.base import StoreError  # noqa: PLC0415
-    from referee.store.sqlite import backup  # noqa: PLC0415
+    from referee.store.sqlite import BackupInterrupted, backup  # noqa: PLC0415
 
     if is_postgres_url(db):
         print(
@@ -449,10 +455,23 @@ def _backup(db: str, destination: str) -> int:
         )
         return 2
     try:
-        report = backup(db, destination)
+        with _signals_interrupt() as stopped_by:
+            report = backup(db, destination)
     except StoreError as error:
         print(f"pinochle-referee: {error}", file=sys.stderr)
         return 1
+    except BackupInterrupted as stop:
+        print(
+            "pinochle-referee: backup interrupted: "
+            + (
+                f"{destination} holds the whole copy, but it was not checked (back up again to"
+                " have it checked)"
+                if stop.published
+                else f"nothing was written to {destination}"
+            ),
+            file=sys.stderr,
+        )
+        return 128 + stopped_by[0]
     broken = len(report.broken_audit_logs)
     print(
         f"backed up {db} to {destination}: {_count(report.games, 'game')} ({report.in_progress:,}"
@@ -473,6 +492,34 @@ def _backup(db: str, destination: str) -> int:
             file=sys.stderr,
         )
     return 0 if report.sound else 1
+
+
+@contextlib.contextmanager
+def _signals_interrupt() -> Iterator[list[int]]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt inside the block, as Ctrl-C does, so that
+    the work in it cleans up after itself; the list holds the number of the signal that
+    stopped it (SIGINT unless another did). Their default was to end the process at once: a
+    backup stopped by ``timeout``, a service manager or a closed terminal left its half-made
+    copy behind. Only the main thread can set handlers; elsewhere (a test's worker thread)
+    the block runs with the signals as they are."""
+    stopped_by = [int(signal.SIGINT)]
+    if threading.current_thread() is not threading.main_thread():
+        yield stopped_by
+        return
+
+    def interrupt(number: int, frame: object) -> None:
+        stopped_by[0] = number
+        raise KeyboardInterrupt
+
+    previous = {number: signal.signal(number, interrupt) for number in _STOPPING_SIGNALS}
+    try:
+        yield stopped_by
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+_STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _count(number: int, one: str, many: str = "") -> str:

@@ -13,8 +13,11 @@ import errno
 import json
 import os
 import random
+import signal
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,7 @@ from pinochle_client import RefereeClient
 
 from referee import cli
 from referee.audit import audit_record
+from referee.store import sqlite as sqlite_store
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import (
     SHORT_GAME,
@@ -256,8 +260,10 @@ def test_a_backup_that_does_not_finish_leaves_no_file(
     status: int,
 ) -> None:
     """Was: a full disk when the copy was flushed was a traceback, and it or Ctrl-C left the
-    half-made ``.partial`` file behind. Now one line (exit 1), or the quiet exit 130 of Ctrl-C,
-    and nothing is left: neither the copy nor the partial file."""
+    half-made ``.partial`` file behind. Now one line (exit 1), or, for Ctrl-C, exit 130 and a
+    line saying that nothing was written (it said nothing, so a user could not tell whether a
+    file at the destination would be a backup), and nothing is left: neither the copy nor the
+    partial file."""
     source = tmp_path / "source.db"
     conn = sqlite3.connect(source)
     conn.execute("PRAGMA user_version = 1")  # a referee database's schema version
@@ -277,7 +283,79 @@ def test_a_backup_that_does_not_finish_leaves_no_file(
             == f"pinochle-referee: cannot back up {source}: [Errno 28] No space left on device\n"
         )
     else:
-        assert text == ""
+        assert text == (
+            f"pinochle-referee: backup interrupted: nothing was written to {backups / 'copy.db'}\n"
+        )
+
+
+def test_a_backup_interrupted_once_the_copy_has_its_name_says_the_copy_is_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C after the finished, flushed copy took the destination's name (while it was checked,
+    or before the copy's temporary name went): the destination is a whole backup, and the line
+    says so and that it was not checked (exit 130; it said nothing, as if nothing were there).
+    No ``.partial`` file is left."""
+    source = asyncio.run(_empty_referee_database(tmp_path / "source.db"))
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    link = os.link
+
+    def link_then_stop(src: object, dst: object) -> None:
+        link(src, dst)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    def check_then_stop(path: Path) -> object:
+        raise KeyboardInterrupt
+
+    for name, target, stop in (
+        ("linked.db", os, ("link", link_then_stop)),
+        ("checked.db", sqlite_store, ("_check_copy", check_then_stop)),
+    ):
+        destination = backups / name
+        with monkeypatch.context() as patched:
+            patched.setattr(target, *stop)
+            code, text = _backup(capsys, source, destination)
+        assert (code, text) == (
+            130,
+            f"pinochle-referee: backup interrupted: {destination} holds the whole copy, but it"
+            " was not checked (back up again to have it checked)\n",
+        )
+        copy = sqlite3.connect(destination)
+        try:
+            assert copy.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            assert copy.execute("SELECT COUNT(*) FROM games").fetchone() == (0,)
+        finally:
+            copy.close()
+    assert sorted(path.name for path in backups.iterdir()) == ["checked.db", "linked.db"]
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_a_backup_stopped_by_a_signal_leaves_no_file(tmp_path: Path, stop: signal.Signals) -> None:
+    """Was: SIGTERM (``timeout``, a service manager, a job being stopped) or SIGHUP (the terminal
+    closed) killed the process in the middle of the copy, and its half-made ``.partial`` file
+    stayed beside the destination. Now they stop a backup as Ctrl-C does: nothing is left, one
+    line says so, and the exit status is the shell's for that signal (128 + its number)."""
+    source = asyncio.run(_empty_referee_database(tmp_path / "source.db"))
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    destination = backups / "copy.db"
+    script = (
+        "import os, sys\n"
+        "from referee import cli\n"
+        "def fsync(fd):\n"  # the copy is written, not yet flushed: the signal comes now
+        f"    os.kill(os.getpid(), {int(stop)})\n"
+        "os.fsync = fsync\n"
+        f"sys.exit(cli.main(['backup', '--db', {str(source)!r}, {str(destination)!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        128 + stop,
+        "",
+        f"pinochle-referee: backup interrupted: nothing was written to {destination}\n",
+    )
+    assert list(backups.iterdir()) == []
 
 
 def test_a_backup_into_a_missing_directory_names_it(

@@ -1211,6 +1211,9 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
     It is then checked, as a restore would need it: ``PRAGMA integrity_check`` and every game's
     audit chain. A copy that fails a check is kept (it is what the source held) and the report
     says what failed.
+
+    Ctrl-C (KeyboardInterrupt) raises ``BackupInterrupted``, which says whether
+    ``destination`` holds the whole copy (stopped once the copy had its name) or nothing.
     """
     source, destination = Path(source), Path(destination)
     if not source.is_file():
@@ -1219,6 +1222,39 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
         raise StoreError(f"{destination} already exists; give a new file")
     if not destination.parent.is_dir():
         raise StoreError(f"no directory {destination.parent} for {destination}")
+    copy_file: list[tuple[int, int]] = []  # the copy's (device, inode), once it is made
+    try:
+        return _backup(source, destination, copy_file)
+    except KeyboardInterrupt as stop:
+        raise BackupInterrupted(destination, _is_copy(destination, copy_file)) from stop
+
+
+class BackupInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped ``backup`` (``pinochle-referee backup`` turns SIGTERM and SIGHUP into it
+    too). ``published``: ``destination`` holds the whole, flushed copy, not checked (it was
+    stopped while the copy was checked, or as the copy took its name); otherwise nothing was
+    written there, and the copy's temporary file is gone. A KeyboardInterrupt, so that what
+    does not know it still ends as Ctrl-C does."""
+
+    def __init__(self, destination: Path, published: bool) -> None:
+        super().__init__(str(destination))
+        self.destination = destination
+        self.published = published
+
+
+def _is_copy(destination: Path, copy_file: Sequence[tuple[int, int]]) -> bool:
+    """Whether ``destination`` is the file the copy was written in (by a hard link to it, or
+    renamed), rather than nothing or another program's file."""
+    try:
+        found = destination.stat()
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) in copy_file
+
+
+def _backup(source: Path, destination: Path, copy_file: list[tuple[int, int]]) -> BackupReport:
+    """``backup``'s work, once its arguments are checked; the copy's file is added to
+    ``copy_file`` as soon as it exists."""
     partial: Path | None = None
     try:
         reader = sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
@@ -1230,6 +1266,8 @@ def backup(source: str | Path, destination: str | Path) -> BackupReport:
                 # intact", a report that contradicts itself.
                 raise StoreError(f"{source} holds no referee database: nothing copied")
             partial = _new_partial(destination)
+            made = partial.stat()
+            copy_file.append((made.st_dev, made.st_ino))
             copy = sqlite3.connect(partial, isolation_level=None)
             try:
                 reader.backup(copy)  # pages=-1: one step, one snapshot
