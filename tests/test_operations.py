@@ -22,23 +22,29 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
 import structlog
+from grpc_health.v1 import health_pb2
 from pinochle_client import RefereeClient, RefereeError
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 import referee.engine.game
+from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee import cli
 from referee.cli import build_parser
 from referee.engine.game import secure_shuffle
+from referee.service import servicers as servicers_module
 from referee.service.observability import configure_logging, route_library_logs
 from referee.service.settings import ENV_PREFIX, Settings, settings_from
 from tests.service_helpers import (
     SHORT_GAME,
     Served,
     free_port,
+    health_stub,
     new_table,
     play,
     refused,
@@ -420,14 +426,76 @@ async def test_a_burst_of_calls_is_served_past_grpcs_default_queue(tmp_path: Pat
     (clients reconnecting at once after a restart) waits in gRPC's queue of calls not yet
     started. gRPC's defaults cancel calls beyond 1,000 at random and all beyond 3,000: with
     them, some of 2,500 calls opened at once came back CANCELLED before any of the server's
-    code ran. --max-pending-calls (10,000) makes the bound plain; a small one shows that it
-    reaches gRPC."""
+    code ran. The server sets gRPC's queue from --max-pending-calls (10,000)."""
     async with serving(tmp_path) as srv:
         assert await _burst(srv, 2_500) == Counter({"OK": 2_500})
-    async with serving(tmp_path / "small", max_pending_calls=50) as srv:
-        ended = await _burst(srv, 2_500)
-        assert ended["CANCELLED"] > 0 and ended["OK"] > 0, ended
-        assert set(ended) == {"OK", "CANCELLED"}, ended
+
+
+@pytest.mark.usefixtures("json_logs")
+async def test_calls_beyond_max_pending_calls_are_refused_resource_exhausted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Was: with --max-pending-calls 5, of 20 slow calls opened at once most came back
+    CANCELLED, gRPC's own refusal of a full queue, before any of the server's code ran: not
+    logged, not counted, and a status a client reads as its own cancellation. Now the server
+    holds at most that many calls at once itself and refuses the others RESOURCE_EXHAUSTED,
+    reason TOO_MANY_CALLS, ``metadata["limit"]`` the limit, each logged on its canonical line
+    and counted in grpc_server_handled_total; the calls it holds are answered, and a call
+    after them is served. Health checks are never refused (a probe must see an overloaded
+    server alive)."""
+    gate = asyncio.Event()
+    list_variants = servicers_module.RefereeServicer.ListVariants
+
+    async def slow(self: Any, request: Any, context: Any) -> Any:
+        await gate.wait()  # held until every call beyond the limit has been answered
+        return await list_variants(self, request, context)
+
+    monkeypatch.setattr(servicers_module.RefereeServicer, "ListVariants", slow)
+    handled = ("pinochle.referee.v1.RefereeService", "ListVariants", "RESOURCE_EXHAUSTED")
+    before = _handled(*handled)
+    async with serving(tmp_path, max_pending_calls=5) as srv:
+        configure_logging("json")  # serving() quiets the logs; this test reads them
+        capfd.readouterr()
+
+        async def one() -> RefereeError | None:
+            try:
+                await srv.referee.ListVariants(pb.ListVariantsRequest())
+            except grpc.aio.AioRpcError as error:
+                return RefereeError(error)
+            return None
+
+        calls = [asyncio.ensure_future(one()) for _ in range(20)]
+        async with asyncio.timeout(30):  # the refusals come while five calls are held
+            while sum(call.done() for call in calls) < 15:
+                await asyncio.sleep(0.01)
+        checked = await health_stub(srv.client.channel).Check(health_pb2.HealthCheckRequest())
+        assert checked.status == health_pb2.HealthCheckResponse.SERVING
+        gate.set()
+        ended = await asyncio.gather(*calls)
+        refusals = [error for error in ended if error is not None]
+        assert len(refusals) == 15, ended
+        for error in refusals:
+            assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+            assert error.reason == "TOO_MANY_CALLS" and error.metadata == {"limit": "5"}
+            assert "--max-pending-calls" in error.message
+        assert (await srv.referee.ListVariants(pb.ListVariantsRequest())).variants
+        lines = [
+            line
+            for line in _json_lines(capfd.readouterr().err)
+            if line.get("rpc") == "ListVariants"
+        ]
+    codes = Counter((line["grpc_code"], line.get("code")) for line in lines)
+    assert codes == Counter({("RESOURCE_EXHAUSTED", "TOO_MANY_CALLS"): 15, ("OK", None): 6})
+    assert _handled(*handled) - before == 15
+
+
+def _handled(service: str, method: str, code: str) -> float:
+    labels = {"grpc_service": service, "grpc_method": method, "grpc_code": code}
+    return REGISTRY.get_sample_value("grpc_server_handled_total", labels) or 0.0
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 async def test_a_second_server_on_a_taken_port_does_not_start(tmp_path: Path) -> None:

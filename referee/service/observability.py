@@ -218,12 +218,37 @@ async def _refuse_unread(request: _Unread, context: grpc.aio.ServicerContext) ->
     await context.abort_with_status(refusal.to_status())
 
 
-class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
-    """One canonical log line and the gRPC metrics for every RPC."""
+# Streams with a cap of their own, not counted among the calls ``--max-pending-calls`` bounds:
+# WatchGame (``--max-watchers``), health Watch and reflection (``--max-service-streams``). They
+# stay open for as long as their clients like, so counted here they would fill the limit and
+# refuse every other call. Health Check is not counted either: an overloaded server must still
+# answer its probes, or the orchestrator would restart it as dead.
+_UNCOUNTED_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
+_UNCOUNTED_METHODS = frozenset({"WatchGame"})
 
-    def __init__(self, max_message_bytes: int) -> None:
+
+class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
+    """One canonical log line and the gRPC metrics for every RPC, and the bound on the calls
+    the server holds at once (``max_calls``, ``--max-pending-calls``).
+
+    That bound was gRPC's alone: the server set gRPC's queue of calls received but not yet
+    started to ``--max-pending-calls``, and gRPC cancelled the calls of a burst beyond it before
+    any of the server's code ran: CANCELLED, a status a client reads as its own cancellation,
+    never logged or counted (of 20 slow calls opened at once with a limit of 5, most). Now the
+    interceptor counts the calls it has started and not finished, the streams with caps of their
+    own and the health service apart, and refuses one beyond ``max_calls`` before its handler
+    runs: RESOURCE_EXHAUSTED, reason TOO_MANY_CALLS, ``metadata["limit"]``, logged and counted
+    like any refusal. gRPC's queue is set larger (``server.PENDING_QUEUE_FACTOR`` times, and at
+    least gRPC's default), so that a burst reaches this count rather than gRPC's silent
+    refusal; only a flood larger still is gRPC's to cancel. The count is one increment and one
+    decrement per call, on the event loop, so it needs no lock.
+    """
+
+    def __init__(self, max_message_bytes: int, max_calls: int = 2**31 - 1) -> None:
         self.log = structlog.get_logger("referee.rpc")
         self.max_message_bytes = max_message_bytes
+        self.max_calls = max_calls
+        self.open_calls = 0  # counted calls started and not finished
         # grpc.aio asks the interceptor for every call: the wrapped handler of each method is
         # built once, for the handler object the server returned (methods are a closed set).
         self._wrapped: dict[str, tuple[Any, Any]] = {}
@@ -250,7 +275,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         service, _, name = path.partition("/")
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._called(service, name, handler.unary_unary),
+                self._called(service, name, handler.unary_unary, self._counted(service, name)),
                 request_deserializer=_tolerant(
                     handler.request_deserializer, self.max_message_bytes
                 ),
@@ -262,9 +287,9 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             # service's Watch) is a coroutine, not an async generator; wrapping it in
             # ``async for`` failed every health Watch with UNKNOWN.
             return grpc.unary_stream_rpc_method_handler(
-                self._streamed(service, name, inner)
+                self._streamed(service, name, inner, self._counted(service, name))
                 if inspect.isasyncgenfunction(inner)
-                else self._called(service, name, inner),
+                else self._called(service, name, inner, self._counted(service, name)),
                 request_deserializer=_tolerant(
                     handler.request_deserializer, self.max_message_bytes
                 ),
@@ -276,14 +301,28 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             # ServiceError it raised reached the client as UNKNOWN. Its requests are read by
             # grpc_reflection's own loop, so they keep gRPC's decoder.
             return grpc.stream_stream_rpc_method_handler(
-                self._streamed(service, name, handler.stream_stream),
+                self._streamed(service, name, handler.stream_stream, self._counted(service, name)),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
         return handler
 
+    @staticmethod
+    def _counted(service: str, name: str) -> bool:
+        """Whether the method's calls count toward ``max_calls`` (see ``_UNCOUNTED_SERVICES``)."""
+        return service not in _UNCOUNTED_SERVICES and name not in _UNCOUNTED_METHODS
+
+    def _too_many_calls(self) -> ServiceError:
+        return ServiceError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"this server holds at most {self.max_calls} calls at once (--max-pending-calls);"
+            " try again later",
+            reason="TOO_MANY_CALLS",
+            metadata={"limit": str(self.max_calls)},
+        )
+
     def _called(
-        self, service: str, name: str, inner: Callable[..., Awaitable[Any]]
+        self, service: str, name: str, inner: Callable[..., Awaitable[Any]], counted: bool
     ) -> Callable[..., Awaitable[Any]]:
         """A coroutine handler (a unary call, or a stream sent with ``context.write``) wrapped.
 
@@ -296,7 +335,11 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             line = logline.begin(rpc=name)
             started = time.perf_counter()
             ending = "OK"
+            if counted:
+                self.open_calls += 1  # given back in the finally below, however the call ends
             try:
+                if counted and self.open_calls > self.max_calls:
+                    raise self._too_many_calls()
                 if isinstance(request, _Unread):
                     await _refuse_unread(request, context)
                 return await inner(request, context)
@@ -308,12 +351,14 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                 await self._refuse_or_fail(error, context)
                 raise
             finally:
+                if counted:
+                    self.open_calls -= 1
                 self._close(service, name, context, line, started, ending)
 
         return call
 
     def _streamed(
-        self, service: str, name: str, inner: Callable[..., AsyncIterator[Any]]
+        self, service: str, name: str, inner: Callable[..., AsyncIterator[Any]], counted: bool
     ) -> Callable[..., AsyncIterator[Any]]:
         """An async-generator stream handler wrapped (see ``_called``)."""
 
@@ -322,7 +367,11 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             fields = logline.opened()  # this call's own, whatever context ends it (see below)
             started = time.perf_counter()
             ending = "OK"
+            if counted:
+                self.open_calls += 1  # given back in the finally below, however the call ends
             try:
+                if counted and self.open_calls > self.max_calls:
+                    raise self._too_many_calls()
                 if isinstance(request, _Unread):
                     await _refuse_unread(request, context)
                 async for item in inner(request, context):
@@ -337,6 +386,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                 await self._refuse_or_fail(error, context)
                 raise
             finally:
+                if counted:
+                    self.open_calls -= 1
                 self._close(service, name, context, line, started, ending, fields)
 
         return stream

@@ -62,6 +62,11 @@ SERVICE_NAMES = (
 # A response (an export, a page of verdicts) may be this many times ``--max-message-bytes``: the
 # clients accept 16 MiB by default, 16 times the default 1 MiB.
 RESPONSE_MESSAGE_FACTOR = 16
+# gRPC's queue of calls received and not yet picked up holds this many times
+# ``--max-pending-calls`` (see start_server), and never fewer than gRPC's own default limit:
+# room for a burst to reach the server's own bound, which refuses it with a status.
+PENDING_QUEUE_FACTOR = 4
+GRPC_DEFAULT_PENDING_LIMIT = 3_000
 
 
 def bare_host(host: str) -> str:
@@ -397,8 +402,13 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
 
     The port is bound first, so a server that cannot listen creates no database. Raises
     ``StartError`` when the port cannot be bound (taken, or a bad host)."""
+    pending_queue = max(
+        PENDING_QUEUE_FACTOR * settings.max_pending_calls, GRPC_DEFAULT_PENDING_LIMIT
+    )
     server = grpc.aio.server(
-        interceptors=[ObservabilityInterceptor(settings.max_message_bytes)],
+        interceptors=[
+            ObservabilityInterceptor(settings.max_message_bytes, settings.max_pending_calls)
+        ],
         options=[
             (
                 "grpc.max_receive_message_length",
@@ -415,12 +425,13 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
             # them up one at a time on the event loop (about 0.4 ms each here), so a burst of
             # clients reconnecting at once (every watcher after a restart) queues here. gRPC's
             # defaults (1,000, then a random share up to 3,000) cancelled some 170 of 2,000
-            # WatchGame calls opened at once; one limit makes the bound plain.
-            ("grpc.server.max_pending_requests", _grpc_int(settings.max_pending_calls)),
-            (
-                "grpc.server.max_pending_requests_hard_limit",
-                _grpc_int(settings.max_pending_calls),
-            ),
+            # WatchGame calls opened at once. gRPC cancels a call beyond this queue silently
+            # (CANCELLED, before any of the server's code runs), so it is larger than the
+            # server's own bound, --max-pending-calls, which the interceptor enforces with a
+            # status a client can act on (ObservabilityInterceptor): a burst is picked up and
+            # refused, logged and counted, rather than cancelled unseen.
+            ("grpc.server.max_pending_requests", _grpc_int(pending_queue)),
+            ("grpc.server.max_pending_requests_hard_limit", _grpc_int(pending_queue)),
             *keepalive_options(settings.keepalive_seconds, settings.client_ping_seconds),
             *connection_age_options(settings.max_connection_age_seconds),
         ],

@@ -66,8 +66,9 @@ MAX_SERVICE_STREAMS = 1_000
 # for ever. Our choice, like the idempotency windows of payment APIs (README, "Rulings where
 # the specification is silent").
 KEEP_RESPONSES = 86_400.0
-# Calls received and not yet started: enough for every watcher of a full server to reconnect
-# at once (--max-watchers' default).
+# Calls the server holds at once (received, not yet answered; the capped streams and health
+# checks apart), and a quarter of gRPC's queue of calls received and not yet started, which is
+# enough for every watcher of a full server to reconnect at once (--max-watchers' default).
 MAX_PENDING_CALLS = 10_000
 # A connection silent this long is pinged; one whose ping is not answered within
 # KEEPALIVE_TIMEOUT_SECONDS is closed (see keepalive_options).
@@ -184,9 +185,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flag(
         "max-pending-calls",
         _at_least_one,
-        "calls received at once that the server has not started yet (a burst of reconnecting"
-        " clients); gRPC cancels those beyond (CANCELLED) before any of the server's code runs"
-        " (default %(default)s)",
+        "calls the server holds at once, received and not yet answered (WatchGame, health and"
+        " reflection streams have caps of their own, and health checks are never refused); one"
+        " beyond is RESOURCE_EXHAUSTED, reason TOO_MANY_CALLS (default %(default)s)",
     )
     flag(
         "keepalive-seconds",

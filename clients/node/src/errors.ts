@@ -60,7 +60,8 @@ export type StatusName = keyof typeof grpc.status;
  * RESOURCE_EXHAUSTED, `metadata.limit` the cap), an ExportGame record larger than the server
  * sends (`RESPONSE_TOO_LARGE`, RESOURCE_EXHAUSTED, `metadata.limit` in bytes), a health Watch or
  * reflection stream beyond its `--max-service-streams` (`TOO_MANY_STREAMS`, RESOURCE_EXHAUSTED,
- * `metadata.limit` the cap), a WatchGame stream the server ended as it stopped (`SHUTTING_DOWN`,
+ * `metadata.limit` the cap), a call beyond its `--max-pending-calls` (`TOO_MANY_CALLS`,
+ * RESOURCE_EXHAUSTED, `metadata.limit` the limit), a WatchGame stream the server ended as it stopped (`SHUTTING_DOWN`,
  * UNAVAILABLE; resume with `metadata.after_seq`), or, for refusals
  * without a more specific reason (unknown game, bad token, bad request field, transport
  * failures), the gRPC status name itself. */
@@ -73,6 +74,7 @@ export const SERVICE_REASONS = [
   "TOO_MANY_GAMES",
   "RESPONSE_TOO_LARGE",
   "TOO_MANY_STREAMS",
+  "TOO_MANY_CALLS",
   "SHUTTING_DOWN",
 ] as const;
 export type ServiceReason = (typeof SERVICE_REASONS)[number] | StatusName;
