@@ -329,6 +329,34 @@ def test_a_backup_interrupted_once_the_copy_has_its_name_says_the_copy_is_whole(
     assert sorted(path.name for path in backups.iterdir()) == ["checked.db", "linked.db"]
 
 
+def test_ctrl_c_as_the_copys_file_is_made_leaves_no_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: Ctrl-C that came just after the copy's new, empty ``.partial`` file was made, before
+    the backup knew its name, left that file behind. Ctrl-C is held back for those few steps
+    and comes right after them: exit 130, nothing written, nothing left."""
+    source = asyncio.run(_empty_referee_database(tmp_path / "source.db"))
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    close = os.close
+    sent: list[int] = []
+
+    def close_then_ctrl_c(fd: int) -> None:
+        close(fd)
+        if not sent:  # the first close is the new .partial file's
+            sent.append(fd)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "close", close_then_ctrl_c)
+    code, text = _backup(capsys, source, backups / "copy.db")
+    assert sent, "the partial file was made"
+    assert (code, text) == (
+        130,
+        f"pinochle-referee: backup interrupted: nothing was written to {backups / 'copy.db'}\n",
+    )
+    assert list(backups.iterdir()) == []
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
 def test_a_backup_stopped_by_a_signal_leaves_no_file(tmp_path: Path, stop: signal.Signals) -> None:
     """Was: SIGTERM (``timeout``, a service manager, a job being stopped) or SIGHUP (the terminal

@@ -68,10 +68,11 @@ import json
 import math
 import os
 import secrets
+import signal
 import socket
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -1265,9 +1266,10 @@ def _backup(source: Path, destination: Path, copy_file: list[tuple[int, int]]) -
                 # copied, it was kept with "integrity cannot be checked ...; every audit log
                 # intact", a report that contradicts itself.
                 raise StoreError(f"{source} holds no referee database: nothing copied")
-            partial = _new_partial(destination)
-            made = partial.stat()
-            copy_file.append((made.st_dev, made.st_ino))
+            with _stop_signals_held():  # Ctrl-C after the file is made would leave it behind
+                partial = _new_partial(destination)
+                made = partial.stat()
+                copy_file.append((made.st_dev, made.st_ino))
             copy = sqlite3.connect(partial, isolation_level=None)
             try:
                 reader.backup(copy)  # pages=-1: one step, one snapshot
@@ -1298,6 +1300,22 @@ def _backup(source: Path, destination: Path, copy_file: list[tuple[int, int]]) -
     except OSError as exc:
         raise StoreError(f"{destination} is written but may not survive a crash: {exc}") from exc
     return _check_copy(destination)
+
+
+_STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+@contextlib.contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """Hold back Ctrl-C (and SIGTERM, SIGHUP) for the block; one that came meanwhile is
+    delivered as it ends. Between the moment ``_new_partial`` makes the copy's file and the
+    moment ``backup`` knows its name, a KeyboardInterrupt left that empty ``.partial`` file
+    behind, which nothing would remove."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 # What link() answers where the file system has no hard links (or no more for this file).
