@@ -296,10 +296,10 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
                 response_serializer=handler.response_serializer,
             )
         if handler.stream_stream is not None:
-            # Reflection's one method: logged, counted, and a refusal (its stream cap) given
-            # its rich status, as every other call's; it was passed through bare, so a
-            # ServiceError it raised reached the client as UNKNOWN. Its requests are read by
-            # grpc_reflection's own loop, so they keep gRPC's decoder.
+            # Reflection's one method: its log line, grpc_server_handled_total, and a refusal
+            # (its stream cap) given its rich status, as every other call's; it was passed
+            # through bare, so a ServiceError it raised reached the client as UNKNOWN. Its
+            # requests are read by grpc_reflection's own loop, so they keep gRPC's decoder.
             return grpc.stream_stream_rpc_method_handler(
                 self._streamed(service, name, handler.stream_stream, self._counted(service, name)),
                 request_deserializer=handler.request_deserializer,
