@@ -1453,6 +1453,7 @@ async def test_health_watch_and_reflection_streams_are_capped(
         info = reflection.ServerReflectionInfo()
         await info.write(reflection_pb2.ServerReflectionRequest(list_services=""))
         assert (await info.read()).list_services_response.service
+        assert REGISTRY.get_sample_value("referee_service_streams_active") == 2
         capfd.readouterr()
         for extra in (
             health.Watch(health_pb2.HealthCheckRequest()),
@@ -1462,6 +1463,7 @@ async def test_health_watch_and_reflection_streams_are_capped(
             assert refusal.code == grpc.StatusCode.RESOURCE_EXHAUSTED, refusal
             assert refusal.reason == "TOO_MANY_STREAMS" and refusal.metadata == {"limit": "2"}
             assert "--max-service-streams" in refusal.message
+        assert REGISTRY.get_sample_value("referee_service_streams_active") == 2
         lines = await log_lines(capfd, 2)
         refused_lines = [line for line in lines if line.get("code") == "TOO_MANY_STREAMS"]
         assert sorted(line["rpc"] for line in refused_lines) == ["ServerReflectionInfo", "Watch"]
@@ -1504,6 +1506,9 @@ async def test_health_watch_and_reflection_streams_are_capped(
         assert refusal.reason == "TOO_MANY_STREAMS"
         for stream in opened:
             stream.cancel()
+        async with asyncio.timeout(20):  # the gauge follows the streams as they end
+            while REGISTRY.get_sample_value("referee_service_streams_active") != 0:
+                await asyncio.sleep(0.05)
 
 
 def _handled(service: str, method: str, code: str) -> float:

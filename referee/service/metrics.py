@@ -38,6 +38,10 @@ WATCHERS_ACTIVE = Gauge(
     "referee_watchers_active",
     "WatchGame streams open on this server (at most --max-watchers).",
 )
+SERVICE_STREAMS_ACTIVE = Gauge(
+    "referee_service_streams_active",
+    "Health Watch and reflection streams open on this server (at most --max-service-streams).",
+)
 STORE_REACHABLE = Gauge(
     "referee_store_reachable",
     "1 while the store answers the readiness check (a read every 5 s), 0 while it does not"

@@ -178,9 +178,11 @@ class StreamSlots:
                 metadata={"limit": str(self.limit)},
             )
         self.open += 1
+        metrics.SERVICE_STREAMS_ACTIVE.set(self.open)
 
     def give_back(self) -> None:
         self.open -= 1
+        metrics.SERVICE_STREAMS_ACTIVE.set(self.open)
 
 
 class ReflectionServicer:
