@@ -69,6 +69,108 @@ def test_the_two_handed_demo_survives_the_drawn_card_lead(
     assert len(drawn) > 20, "the game never offered the drawn-card lead"
 
 
+_CONTRACT = re.compile(r"^  contract: seat (\d+) at (\d+)$")
+_RESULT = re.compile(r"^  hand result delta \[([-\d, ]+)\]")
+
+
+@pytest.mark.parametrize("variant", ["partnership", "cutthroat"])
+def test_the_demo_bots_make_their_contracts_and_the_game_ends(
+    variant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the API, with the default options: the bots bid what their cards are worth (from
+    their seats' views), so most contracts printed are made and a game ends with a winner in a
+    few dozen hands; bidding the minimum whatever they held, they had most contracts set
+    (tests/test_demo_options.py compares the two on the engine, double-deck too, whose blind
+    bots made more than half of theirs)."""
+    assert main(["demo", "--variant", variant, "--seed", "worth"]) == 0
+    out = capsys.readouterr().out
+    assert GAME_OVER.search(out)
+    made = contracts = 0
+    declarer: int | None = None
+    for line in out.splitlines():
+        if match := _CONTRACT.match(line):
+            declarer = int(match.group(1))
+        elif (match := _RESULT.match(line)) and declarer is not None:
+            delta = [int(x) for x in match.group(1).split(",")]
+            contracts += 1
+            made += delta[declarer % 2 if variant != "cutthroat" else declarer] >= 0
+            declarer = None
+    hands = len(re.findall(r"^hand \d+, dealer \d+$", out, re.MULTILINE))
+    assert contracts and made >= 0.7 * contracts and hands <= 30, (made, contracts, hands)
+
+
+def test_the_same_seed_plays_the_same_game(capsys: pytest.CaptureFixture[str]) -> None:
+    """The bots' choices follow from --seed alone (their valuation of a hand is deterministic):
+    two demos with one seed print the same log but for the game id."""
+    logs = []
+    for _ in range(2):
+        assert main(["demo", "--variant", "partnership", "--seed", "again"]) == 0
+        logs.append(capsys.readouterr().out.splitlines()[1:])
+    assert logs[0] == logs[1] and len(logs[0]) > 50
+
+
+# A partnership hand with a run in hearts, aces around and a pinochle (worth far above 250),
+# and one with a dix for all its meld (worth less than 250 in any suit).
+_STRONG = ["AH", "10H", "KH", "QH", "JH", "AS", "AD", "AC", "QS", "JD", "9C", "9D"]
+_WEAK = ["9S", "JS", "9H", "JH", "9D", "JD", "QD", "9C", "AC", "QC", "10S", "10D"]
+
+
+def _seat_view(
+    cards: list[str], options: Mapping[str, object] | None = None, **hand: object
+) -> dict[str, Any]:
+    """The parts of a partnership seat's view (GetGame) the bot reads."""
+    return {
+        "variant": "partnership",
+        "options": dict(options or {}),
+        "role": 0,
+        "hand": {"cards": cards, "trump": None, "declarer": None, **hand},
+    }
+
+
+def test_the_bot_bids_what_its_hand_is_worth() -> None:
+    """The bots bid the minimum whatever they held; now a call follows the hand's worth and
+    every bidding option that reaches the bot through its legal actions."""
+    rng = random.Random(0)
+    opening = {"type": "bid", "min": 250, "step": 10, "max": 270}
+    plain, helping = {"type": "pass"}, {"type": "pass", "help": True}
+    strong, weak = _seat_view(_STRONG), _seat_view(_WEAK)
+    assert bot_action([opening, plain, helping], rng, strong) == {"type": "bid", "amount": 250}
+    # Raised while the hand is worth it, by the least allowed, past the standing bid.
+    raise_ = {"type": "bid", "min": 420, "step": 20, "max": 440}
+    assert bot_action([raise_, plain], rng, strong) == {"type": "bid", "amount": 420}
+    assert bot_action([{**raise_, "min": 900}, plain], rng, strong) == plain
+    # Too weak: a pass, with help only when its meld is above what a partner counts on.
+    assert bot_action([opening, plain, helping], rng, weak) == plain
+    assert bot_action([{**opening, "min": 900}, plain, helping], rng, strong) == helping
+    # A stuck dealer (no pass offered): bid-or-redeal where allowed, else the minimum.
+    assert bot_action([opening, {"type": "bid_or_redeal"}], rng, weak) == {"type": "bid_or_redeal"}
+    assert bot_action([opening], rng, weak) == {"type": "bid", "amount": 250}
+    # trump_requires_marriage: a hand with no king-queen pair can name no trump, worth nothing.
+    no_marriage = ["AH", "10H", "KH", "JH", "AS", "AD", "AC", "KS", "JD", "9C", "9D", "10D"]
+    bare = _seat_view(no_marriage)
+    assert bot_action([opening, plain], rng, bare)["type"] == "bid"  # worth about 250
+    required = _seat_view(no_marriage, {"trump_requires_marriage": True})
+    assert bot_action([opening, plain], rng, required) == plain
+
+
+def test_the_bot_names_its_best_trump_and_keeps_its_meld() -> None:
+    rng = random.Random(0)
+    trumps = [{"type": "declare_trump", "suit": suit} for suit in "SHDC"]
+    assert bot_action(trumps, rng, _seat_view(_STRONG)) == {"type": "declare_trump", "suit": "H"}
+    # Returning four of sixteen cards, the declarer keeps its meld, then its trumps and
+    # counters: its lowest cards outside them go back.
+    held = [*_STRONG, "9S", "JS", "KD", "QC"]
+    entry = {"type": "pass_cards", "count": 4, "from": held}
+    declarer = _seat_view(held, trump="H", declarer=0)
+    returned = bot_action([entry], rng, declarer)
+    assert returned["type"] == "pass_cards"
+    assert sorted(returned["cards"]) == sorted(["9S", "9D", "9C", "JS"])
+    # Its partner gives its trumps, highest first, then its aces, but keeps its meld (the dix).
+    partner = _seat_view(_WEAK, trump="S", declarer=2)
+    passed = bot_action([{**entry, "from": _WEAK}], rng, partner)
+    assert sorted(passed["cards"]) == sorted(["10S", "JS", "AC", "JH"])
+
+
 def test_the_bot_never_sends_the_drawn_card_descriptor() -> None:
     entries: list[dict[str, Any]] = [
         {"type": "meld", "name": "dix", "cards": ["9S"], "points": 10},

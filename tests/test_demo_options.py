@@ -18,11 +18,12 @@ import pytest
 
 import referee.demo
 from referee.cli import main
-from referee.demo import bot_action, playable
+from referee.demo import MAX_HANDS, bot_action, playable, values_cards
 from referee.engine.actions import decode_action
 from referee.engine.engine import legal_actions
 from referee.engine.errors import IllegalAction
 from referee.engine.game import Game, SeededDeals
+from referee.engine.views import view
 from referee.rules.options import (
     VARIANT_IDS,
     OptionError,
@@ -48,10 +49,14 @@ def bounded(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     (rather than running for ever)."""
     sent: list[dict[str, Any]] = []
 
-    def recording(entries: Sequence[Mapping[str, Any]], rng: random.Random) -> dict[str, Any]:
+    def recording(
+        entries: Sequence[Mapping[str, Any]],
+        rng: random.Random,
+        view: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         limit = (getattr(referee.demo, "MAX_HANDS", _HANDS) + 1) * _ACTIONS_PER_HAND
         assert len(sent) < limit, "the demo did not stop"
-        sent.append(bot_action(entries, rng))
+        sent.append(bot_action(entries, rng, view))
         return sent[-1]
 
     monkeypatch.setattr(referee.demo, "bot_action", recording)
@@ -73,9 +78,10 @@ def test_a_game_nobody_can_win_stops_after_max_hands(
     capsys: pytest.CaptureFixture[str],
     bounded: list[dict[str, Any]],
 ) -> None:
-    """The bots bid the minimum blindly: with 1-point counters against a partnership's x10
-    table nearly every contract is set, both sides' scores fall for ever (about -20,000 after
-    250 hands) and the demo never ended. It stops after MAX_HANDS hands and says so."""
+    """With 1-point counters against a partnership's x10 table and minimum bid of 250 nearly
+    every contract is set (a stuck dealer's, when nobody's hand is worth 250), both sides'
+    scores fall for ever and the demo never ended. It stops after MAX_HANDS hands and says
+    so."""
     monkeypatch.setattr(referee.demo, "MAX_HANDS", 3, raising=False)
     demo_log("partnership", {"count_scheme": "points1"}, "endless")
     out = capsys.readouterr().out
@@ -110,10 +116,11 @@ def test_a_bid_or_redeal_redeal_is_not_said_to_be_everyone_passing(
 ) -> None:
     """Double-deck's defaults: the dealer may not pass (all_pass dealer_stuck), so a redeal
     comes only from a round of calls with a bid_or_redeal in it; the demo said "everyone
-    passed" for it."""
+    passed" for it. (A minimum bid of 80, above most hands' worth, makes the bots' dealers call
+    bid-or-redeal.)"""
     redeals = 0
     for seed in ("r0", "r1", "r2"):
-        demo_log("double-deck", {"target": 60}, seed)
+        demo_log("double-deck", {"target": 300, "min_bid": 80}, seed)
         out = capsys.readouterr().out
         assert "everyone passed" not in out
         redeals += out.count("  no bid: redeal\n")
@@ -121,11 +128,16 @@ def test_a_bid_or_redeal_redeal_is_not_said_to_be_everyone_passing(
 
 
 def test_a_concession_is_in_the_log(
-    capsys: pytest.CaptureFixture[str], bounded: list[dict[str, Any]]
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    bounded: list[dict[str, Any]],
 ) -> None:
     """trump_requires_marriage: a declarer without a marriage can only concede (A.7 item 5);
-    the log showed the contract and then a result with nothing played in between."""
-    demo_log("partnership", {"trump_requires_marriage": True, "target": 400}, "c5")
+    the log showed the contract and then a result with nothing played in between. (A minimum
+    bid no hand is worth leaves the dealer stuck with the contract, marriage or not.)"""
+    monkeypatch.setattr(referee.demo, "MAX_HANDS", 3)
+    options = {"trump_requires_marriage": True, "min_bid": 400, "target": 400}
+    demo_log("partnership", options, "c1")
     hands = _hands(capsys.readouterr().out)
     conceded = [h for h in hands if any(" concedes (no marriage to name trump)" in x for x in h)]
     assert conceded
@@ -190,28 +202,40 @@ def random_options(variant: str, rng: random.Random) -> dict[str, object]:
         return options
 
 
-def engine_game(variant: str, options: Mapping[str, object], seed: str) -> tuple[Game, int]:
+def engine_game(
+    variant: str,
+    options: Mapping[str, object],
+    seed: str,
+    *,
+    seeing: bool = True,
+    hands: int = _HANDS,
+) -> tuple[Game, list[Mapping[str, object]]]:
     """A game played by the demo's bot straight on the engine, seats asked as the demo asks
-    them; every action it sends must be accepted. Returns the game and the actions played."""
+    them (each given its view where the demo gives it one; none when not ``seeing``, so the bot
+    bids blindly), for at most ``hands`` hands; every action it sends must be accepted.
+    Returns the game and its hand results (the ``hand_result`` events' data)."""
     rules = resolve_options(variant, options)
     game = Game(rules, dealer=0, deals=SeededDeals(seed))
     rng = random.Random(seed)
     actions = 0
-    while not game.state.over and game.state.hands_completed < _HANDS:
+    results: list[Mapping[str, object]] = []
+    while not game.state.over and game.state.hands_completed < hands:
         for seat in range(rules.players):
             entries = playable(legal_actions(game.state, seat))
             if entries:
                 break
         else:
             raise AssertionError(f"no seat can act: {variant} {options}")
-        action = bot_action(entries, rng)
+        seen = view(game.state, seat) if seeing and values_cards(entries) else None
+        action = bot_action(entries, rng, seen)
         try:
-            game.act(seat, decode_action(action))
+            events = game.act(seat, decode_action(action))
         except IllegalAction as error:
             raise AssertionError(f"{variant} {options}: seat {seat} {action} refused") from error
+        results.extend(event.data for event in events if event.kind == "hand_result")
         actions += 1
-        assert actions <= _HANDS * _ACTIONS_PER_HAND
-    return game, actions
+        assert actions <= hands * _ACTIONS_PER_HAND
+    return game, results
 
 
 @pytest.mark.parametrize("variant", VARIANT_IDS)
@@ -224,8 +248,8 @@ def test_the_bot_plays_random_option_sets_on_the_engine(variant: str) -> None:
             used.setdefault(name, set()).add(json.dumps(value))
         game, _ = engine_game(variant, options, f"{variant}:{number}")
         state = game.state
-        # Over with a winner, or stopped by the bound with no side at the target (the bot bids
-        # blindly, so under some options every score falls: see referee.demo.MAX_HANDS).
+        # Over with a winner, or stopped by the bound with no side at the target (under some
+        # options no contract is worth making and every score falls: referee.demo.MAX_HANDS).
         assert (state.over and state.winner is not None) or max(state.scores) < state.target, (
             options,
             state.scores,
@@ -238,6 +262,66 @@ def test_the_bot_plays_random_option_sets_on_the_engine(variant: str) -> None:
         allowed = allowed_values(variant, name) if variant in applies else None
         if isinstance(allowed, list):
             assert {json.dumps(v) for v in allowed} <= used.get(name, set()), name
+
+
+_GAMES = 6
+
+
+@pytest.mark.parametrize(
+    ("variant", "options"),
+    [
+        ("cutthroat", {}),
+        ("partnership", {}),
+        ("double-deck", {}),  # whose count_scheme is points1
+        ("cutthroat", {"count_scheme": "points1"}),
+        ("partnership", {"count_scheme": "points1"}),
+    ],
+)
+def test_bots_that_value_their_cards_make_their_contracts(
+    variant: str, options: dict[str, object]
+) -> None:
+    """The bots bid the minimum whatever they held and named a trump at random: with the
+    defaults a partnership or cutthroat contract was set about three times in four, and with
+    count_scheme points1 (a partnership's or cutthroat's x10 meld table against 25 card points)
+    nearly always, every score falling until the demo's 500-hand stop. Bidding up to what the
+    hand is worth, naming its best trump and keeping its meld in the exchange, they make most
+    contracts and the game ends, with a winner, within a few dozen hands.
+
+    Except where the options leave hardly a contract worth making: under points1 a cutthroat
+    hand is nearly always redealt (nobody's hand is worth the minimum bid of 300), yet a game
+    still ends before ``MAX_HANDS``; a partnership's dealer is stuck with 250 it cannot make
+    hand after hand, and the scores can still fall for ever (only the share made is asked, over
+    the first 150 hands)."""
+    endless = variant == "partnership" and bool(options)
+    limit = _HANDS if endless else MAX_HANDS
+    shares: dict[bool, float] = {}
+    hands: dict[bool, list[int]] = {}
+    for seeing in (False, True):
+        made = contracts = 0
+        hands[seeing] = []
+        for number in range(_GAMES):
+            game, results = engine_game(
+                variant, options, f"made:{number}", seeing=seeing, hands=limit
+            )
+            for result in results:
+                bid, declarer, delta = result["bid"], result["declarer"], result["delta"]
+                if bid is None:
+                    continue
+                assert isinstance(declarer, int) and isinstance(delta, list)
+                side = declarer % 2 if game.state.rules.partnerships else declarer
+                contracts += 1
+                made += delta[side] >= 0
+            state = game.state
+            hands[seeing].append(state.hands_completed if state.over else limit + 1)
+            if seeing and state.over:
+                assert state.winner is not None
+        shares[seeing] = made / contracts
+    assert shares[True] >= shares[False] + 0.15, (shares, hands)
+    if not options:
+        assert shares[True] >= 0.7 and max(hands[True]) <= 30, (shares, hands)
+        assert max(hands[True]) < max(hands[False]), hands
+    elif not endless:
+        assert max(hands[True]) <= MAX_HANDS, hands
 
 
 _VALUES = {
