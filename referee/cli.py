@@ -193,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
         ' in order; a query that cannot be answered gets {"error": ...} and the rest go on.',
     )
     serve = commands.add_parser("serve", help="serve the gRPC API")
-    from referee.service.settings import add_arguments  # noqa: PLC0415 - grpc only when serving
+    # grpc only when serving (or playing the demo): not imported by the parser's own module.
+    from referee.service.settings import add_arguments, readable_file  # noqa: PLC0415
 
     add_arguments(serve)
     export = commands.add_parser("export", help="print a stored game as pinochle-record/1")
@@ -248,6 +249,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--creator-token",
         default=os.environ.get("PINOCHLE_REFEREE_CREATOR_TOKEN") or None,
         help="the running server's creator credential, if it requires one",
+    )
+    demo.add_argument(
+        "--tls-ca",
+        type=readable_file,
+        default="",
+        metavar="FILE",
+        help="with --address: connect with TLS, trusting a server certificate signed by these"
+        " PEM CA certificates (with only --tls-cert and --tls-key: the system's trusted roots)",
+    )
+    demo.add_argument(
+        "--tls-cert",
+        type=readable_file,
+        default="",
+        metavar="FILE",
+        help="with --address: the PEM client certificate chain to present, for a server that"
+        " requires client certificates (mutual TLS, serve --tls-client-ca; needs --tls-key)",
+    )
+    demo.add_argument(
+        "--tls-key", type=readable_file, default="", metavar="FILE", help="its PEM private key"
     )
     return parser
 
@@ -360,18 +380,36 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "verify-deal":
         return _verify_deal(args.commitment, args.salt, args.deal)
     if args.command == "demo":
-        from referee.demo import run_demo  # noqa: PLC0415
+        from referee.demo import channel_credentials, run_demo  # noqa: PLC0415
 
+        if (args.tls_ca or args.tls_cert or args.tls_key) and args.address is None:
+            parser.error(
+                "demo: --tls-ca, --tls-cert and --tls-key need --address (the server"
+                " the demo starts itself speaks plain text)"
+            )
+        if bool(args.tls_cert) != bool(args.tls_key):
+            parser.error("demo: --tls-cert and --tls-key go together: give both or neither")
         try:
             options = json.loads(args.options)
         except (ValueError, RecursionError) as error:  # a JSONDecodeError is a ValueError
             print(f"pinochle-referee: --options is not JSON: {error}", file=sys.stderr)
             return 2
+        try:
+            credentials = channel_credentials(args.tls_ca, args.tls_cert, args.tls_key)
+        except OSError as error:  # readable when the flags were read, gone since
+            parser.error(f"demo: cannot read {error.filename}: {error.strerror}")
         from pinochle_client import RefereeError  # noqa: PLC0415
 
         try:
             return asyncio.run(
-                run_demo(args.variant, options, args.seed, args.address, args.creator_token)
+                run_demo(
+                    args.variant,
+                    options,
+                    args.seed,
+                    args.address,
+                    args.creator_token,
+                    credentials,
+                )
             )
         except RefereeError as error:  # a refused game (variant, options) or no server there
             # The client's str() is "CODE REASON: message", where a reason may be empty (no

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import grpc
 import structlog
 from pinochle_client import RefereeClient, RefereeError, SeatSession
 from rich.console import Console
@@ -385,18 +386,39 @@ def _print_event(console: Console, seat: int, event: Mapping[str, Any]) -> None:
     del seat
 
 
+def channel_credentials(ca: str, cert: str, key: str) -> grpc.ChannelCredentials | None:
+    """TLS credentials from the demo's PEM files ("" for none): None (plain text) when none is
+    given; the server's CA (or, without one, the system's trusted roots) and, for mutual TLS,
+    the client's certificate chain and key, as ``RefereeClient`` takes them. Raises OSError
+    for a file it cannot read."""
+    if not (ca or cert or key):
+        return None
+
+    def read(path: str) -> bytes | None:
+        return Path(path).read_bytes() if path else None
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(ca), private_key=read(key), certificate_chain=read(cert)
+    )
+
+
 async def run_demo(
     variant: str,
     options: Mapping[str, object] | None,
     seed: str,
     address: str | None,
     creator_token: str | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> int:
+    """Play one game against ``address`` (with ``credentials``, a TLS server) or, with none, a
+    server started for it on a throw-away database."""
+    if credentials is not None and address is None:
+        raise ValueError("TLS credentials need an address: the demo's own server is plain text")
     console = Console()
     # The server's per-RPC log lines would drown the game log: show warnings only.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if address is not None:
-        async with RefereeClient(address) as client:
+        async with RefereeClient(address, credentials=credentials) as client:
             await play_game(client, variant, options, seed, console, creator_token)
         return 0
     from referee.service.server import start_server  # noqa: PLC0415

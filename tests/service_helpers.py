@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 import pytest
 import structlog
+import trustme
 from google.protobuf.json_format import MessageToDict
 from grpc_health.v1 import health_pb2_grpc
 from pinochle_client import RefereeClient, RefereeError, SeatSession, Session
@@ -385,3 +386,26 @@ async def play(
 
 def raw_action(action: Mapping[str, object]) -> pb.Action:
     return action_from_json(action)
+
+
+def write_pems(ca: trustme.CA, folder: Path) -> dict[str, Path]:
+    """PEM files from ``ca`` in ``folder``: its certificate (``ca``), a server's for localhost
+    and 127.0.0.1 (``cert``, ``key``) and a client's (``client_cert``, ``client_key``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    server = ca.issue_cert("localhost", "127.0.0.1")
+    client = ca.issue_cert("client.example")
+    paths = {
+        "ca": folder / "ca.pem",
+        "cert": folder / "server.pem",
+        "key": folder / "server.key",
+        "client_cert": folder / "client.pem",
+        "client_key": folder / "client.key",
+    }
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    server.cert_chain_pems[0].write_to_path(str(paths["cert"]))
+    for extra in server.cert_chain_pems[1:]:
+        extra.write_to_path(str(paths["cert"]), append=True)
+    server.private_key_pem.write_to_path(str(paths["key"]))
+    client.cert_chain_pems[0].write_to_path(str(paths["client_cert"]))
+    client.private_key_pem.write_to_path(str(paths["client_key"]))
+    return paths

@@ -7,20 +7,24 @@ names no card. These tests run the demo end to end through ``referee.cli.main``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
+import trustme
 
 import referee.demo
 from referee.cli import main
-from referee.demo import bot_action, choose, playable
+from referee.demo import bot_action, choose, playable, run_demo
 from referee.rules.options import VARIANT_IDS
 from referee.service.convert import action_from_json
-from tests.service_helpers import SHORT_GAME
+from tests.service_helpers import SHORT_GAME, serving, write_pems
 
 GAME_OVER = re.compile(r"^game over: winner \d+, scores \[[-\d, ]+\]$", re.MULTILINE)
 
@@ -217,6 +221,68 @@ def test_a_refused_demo_game_is_one_line_not_a_traceback(
     err = capsys.readouterr().err
     assert err.startswith("pinochle-referee: demo: ") and says in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------------------------
+# --address with TLS and mutual TLS
+
+
+@pytest.mark.parametrize("mutual", [False, True], ids=["tls", "mutual-tls"])
+async def test_the_demo_plays_against_a_tls_server(
+    mutual: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``demo --address`` had no TLS flags, so it could not reach a server started with
+    --tls-cert (or --tls-client-ca): --tls-ca trusts the server's CA, --tls-cert and --tls-key
+    present a client certificate. Without them, the refusal is one line."""
+    pems = write_pems(trustme.CA(), tmp_path / "pki")
+    served: dict[str, Any] = {"tls_cert": str(pems["cert"]), "tls_key": str(pems["key"])}
+    client: list[str] = []
+    if mutual:
+        served["tls_client_ca"] = str(pems["ca"])
+        client = ["--tls-cert", str(pems["client_cert"]), "--tls-key", str(pems["client_key"])]
+    options = json.dumps(SHORT_GAME["partnership"])
+    async with serving(tmp_path, **served) as server:
+        flags = ["demo", "--options", options, "--address", f"localhost:{server.running.port}"]
+        trusted = [*flags, "--tls-ca", str(pems["ca"])]
+        assert await asyncio.to_thread(main, [*trusted, *client]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("game ") and len(GAME_OVER.findall(out)) == 1, out[-2000:]
+        refused = [flags, trusted] if mutual else [flags]
+        for attempt in refused:
+            assert await asyncio.to_thread(main, attempt) == 1
+            err = capsys.readouterr().err
+            assert err.startswith("pinochle-referee: demo: UNAVAILABLE: "), err
+            assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--tls-ca", "{ca}"], "--tls-ca, --tls-cert and --tls-key need --address"),
+        (["--tls-cert", "{ca}", "--tls-key", "{ca}"], "need --address"),
+        (["--address", "localhost:1", "--tls-cert", "{ca}"], "--tls-cert and --tls-key go"),
+        (["--address", "localhost:1", "--tls-key", "{ca}"], "give both or neither"),
+        (["--address", "localhost:1", "--tls-ca", "{missing}"], "cannot read {missing}: No such"),
+        (["--address", "localhost:1", "--tls-key", "{folder}"], "cannot read {folder}: Is a dir"),
+    ],
+)
+def test_demo_tls_flags_that_cannot_work_are_refused_before_the_game(
+    flags: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = {"ca": tmp_path / "ca.pem", "missing": tmp_path / "no.pem", "folder": tmp_path}
+    paths["ca"].write_text("not used")
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", *(flag.format(**paths) for flag in flags)])
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert says.format(**paths) in captured.err and not captured.out
+    assert "Traceback" not in captured.err
+
+
+async def test_run_demo_refuses_credentials_without_an_address() -> None:
+    credentials = grpc.ssl_channel_credentials()
+    with pytest.raises(ValueError, match="TLS credentials need an address"):
+        await run_demo("partnership", None, "s", None, credentials=credentials)
 
 
 @pytest.mark.parametrize("options", ["{", '{"target": 1' + "0" * 5000 + "}", "[" * 100_000])

@@ -53,6 +53,7 @@ from tests.service_helpers import (
     serving,
     stream_refused,
     text_of,
+    write_pems,
 )
 
 Role = int | str  # a seat number or "spectator"
@@ -888,27 +889,6 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
-def _write_pems(ca: trustme.CA, folder: Path) -> dict[str, Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    server = ca.issue_cert("localhost", "127.0.0.1")
-    client = ca.issue_cert("client.example")
-    paths = {
-        "ca": folder / "ca.pem",
-        "cert": folder / "server.pem",
-        "key": folder / "server.key",
-        "client_cert": folder / "client.pem",
-        "client_key": folder / "client.key",
-    }
-    ca.cert_pem.write_to_path(str(paths["ca"]))
-    server.cert_chain_pems[0].write_to_path(str(paths["cert"]))
-    for extra in server.cert_chain_pems[1:]:
-        extra.write_to_path(str(paths["cert"]), append=True)
-    server.private_key_pem.write_to_path(str(paths["key"]))
-    client.cert_chain_pems[0].write_to_path(str(paths["client_cert"]))
-    client.private_key_pem.write_to_path(str(paths["client_key"]))
-    return paths
-
-
 def _mutual_tls(tmp_path: Path, pems: dict[str, Path]) -> AbstractAsyncContextManager[Served]:
     """A server presenting ``pems``' certificate and requiring clients of its CA."""
     return serving(
@@ -927,7 +907,7 @@ async def _health(channel: grpc.aio.Channel) -> int:
 
 
 async def test_tls(tmp_path: Path, ca: trustme.CA) -> None:
-    pems = _write_pems(ca, tmp_path / "pki")
+    pems = write_pems(ca, tmp_path / "pki")
     async with serving(tmp_path, tls_cert=str(pems["cert"]), tls_key=str(pems["key"])) as srv:
         target = f"localhost:{srv.running.port}"
         credentials = grpc.ssl_channel_credentials(root_certificates=pems["ca"].read_bytes())
@@ -950,7 +930,7 @@ async def test_tls(tmp_path: Path, ca: trustme.CA) -> None:
 
 
 async def test_mutual_tls(tmp_path: Path, ca: trustme.CA) -> None:
-    pems = _write_pems(ca, tmp_path / "pki")
+    pems = write_pems(ca, tmp_path / "pki")
     async with _mutual_tls(tmp_path, pems) as srv:
         target = f"localhost:{srv.running.port}"
         root = pems["ca"].read_bytes()
@@ -1002,7 +982,7 @@ async def test_renewed_tls_files_are_served_without_a_restart(
     hold; connections already open keep theirs. With mutual TLS the client CA file is read
     again too. A file that cannot be read keeps the configuration in use."""
     old_ca, new_ca = trustme.CA(), trustme.CA()
-    pems = _write_pems(old_ca, tmp_path / "pki")
+    pems = write_pems(old_ca, tmp_path / "pki")
     async with _mutual_tls(tmp_path, pems) as srv:
         configure_logging("json")  # serving() quiets the logs; this test counts warnings
         target = f"localhost:{srv.running.port}"
@@ -1014,7 +994,7 @@ async def test_renewed_tls_files_are_served_without_a_restart(
         open_credentials = grpc.ssl_channel_credentials(root_certificates=old_root, **old_client)
         async with grpc.aio.secure_channel(target, open_credentials) as open_channel:
             assert await _health(open_channel) == health_pb2.HealthCheckResponse.SERVING
-            renewed = _write_pems(new_ca, tmp_path / "pki")  # the same paths, new contents
+            renewed = write_pems(new_ca, tmp_path / "pki")  # the same paths, new contents
             new_client = {
                 "private_key": renewed["client_key"].read_bytes(),
                 "certificate_chain": renewed["client_cert"].read_bytes(),
@@ -1035,7 +1015,7 @@ async def test_renewed_tls_files_are_served_without_a_restart(
             )
             assert await _healthy_with(target, new_root, **new_client)
             assert await _healthy_with(target, new_root, **new_client)  # still, and quietly
-            _write_pems(third, tmp_path / "pki")  # the renewal completed
+            write_pems(third, tmp_path / "pki")  # the renewal completed
             third_client = {
                 "private_key": pems["client_key"].read_bytes(),
                 "certificate_chain": pems["client_cert"].read_bytes(),
@@ -1049,7 +1029,7 @@ async def test_renewed_tls_files_are_served_without_a_restart(
 async def test_a_key_that_is_not_the_certificates_stops_serve_before_it_serves(
     tmp_path: Path, ca: trustme.CA
 ) -> None:
-    pems = _write_pems(ca, tmp_path / "pki")
+    pems = write_pems(ca, tmp_path / "pki")
     ca.issue_cert("localhost").private_key_pem.write_to_path(str(pems["key"]))
     settings = Settings(
         port=0,

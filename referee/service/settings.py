@@ -251,11 +251,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " are cancelled (health answers NOT_SERVING and WatchGame streams end, resumable;"
         " default %(default)s)",
     )
-    flag("tls-cert", _readable_file, "PEM certificate chain: serve TLS (needs --tls-key)")
-    flag("tls-key", _readable_file, "its PEM private key")
+    flag("tls-cert", readable_file, "PEM certificate chain: serve TLS (needs --tls-key)")
+    flag("tls-key", readable_file, "its PEM private key")
     flag(
         "tls-client-ca",
-        _readable_file,
+        readable_file,
         "PEM CA certificates: require client certificates signed by them (mutual TLS)",
     )
     flag(
@@ -288,8 +288,9 @@ def _port(text: str) -> int:
     return value
 
 
-def _readable_file(path: str) -> str:
-    """A file the server reads at start-up ("" for none), checked before anything starts."""
+def readable_file(path: str) -> str:
+    """A file read at start-up ("" for none): checked before anything starts, for serve's and
+    the demo's TLS flags (an argparse type)."""
     if path:
         try:
             with open(path, "rb"):
