@@ -304,8 +304,9 @@ async def play_game(
     console.print(f"[bold]game {game.game_id}[/bold]: {variant}, {len(seats)} seats")
     # The first hand was dealt by CreateGame, whose events the loop below never sees: its
     # opening comes from the view (later hands' come with the action that ended the last one).
-    opening = (await seats[0].view())["hand"]
-    _print_opening(console, opening, len(seats))
+    first = await seats[0].view()
+    two_handed = first["variant"] == "two-handed"
+    _print_opening(console, first["hand"], len(seats))
     while True:
         view = await seats[0].view()
         if view["over"]:
@@ -330,7 +331,7 @@ async def play_game(
                 continue
             acted = True
             for event in result["events"]:
-                _print_event(console, seat_number, event)
+                _print_event(console, seat_number, event, two_handed=two_handed)
             break
         if not acted:
             raise RuntimeError("no seat could act")
@@ -341,12 +342,19 @@ async def play_game(
 
 def _print_opening(console: Console, hand: Mapping[str, Any], players: int) -> None:
     """The first hand's opening, from the view: CreateGame dealt it, and the events it made
-    (the header, a turned-up trump, automatic melds) come back with no action the loop sees."""
+    (the header, a turned-up trump, the dealer's 10 for a turned-up 9 in two-handed, automatic
+    melds) come back with no action the loop sees."""
     _print_event(
         console, 0, {"kind": "hand_started", "hand": hand["number"], "dealer": hand["dealer"]}
     )
     if hand["trump"] is not None:  # turned up at the deal (two-handed, no-bid)
         _print_event(console, 0, {"kind": "trump_turned", "suit": hand["trump"]})
+    turned = hand["turn_up"]
+    if "meld_points" in hand and turned is not None and turned.startswith("9"):
+        # Two-handed (A.8): the dealer scored the dix turned up, all its meld points so far.
+        dealer = hand["dealer"]
+        dix = {"seat": dealer, "card": turned, "points": hand["meld_points"][dealer]}
+        _print_event(console, dealer, {"kind": "dix_turned", **dix})
     melds = hand["melds"]
     first = (hand["dealer"] + 1) % players  # automatic melds at the deal: no-bid only
     for seat in (*range(first, players), *range(first)):
@@ -358,7 +366,13 @@ def _print_opening(console: Console, hand: Mapping[str, Any], players: int) -> N
             )
 
 
-def _print_event(console: Console, seat: int, event: Mapping[str, Any]) -> None:
+def _print_event(
+    console: Console, seat: int, event: Mapping[str, Any], *, two_handed: bool = False
+) -> None:
+    """One line for an event the log shows. Two-handed dix points that come from no meld (a
+    turned-up 9 of trump, a dix exchange, a 9 of trump played where ``dix_scores_when_played``)
+    are printed where they score, as the hand result counts them; a no-bid exchange's 10 is in
+    the exchanger's meld line (A.7 item 7), which says so."""
     kind = event["kind"]
     if kind == "hand_started":
         console.print(f"[bold cyan]hand {event['hand']}[/bold cyan], dealer {event['dealer']}")
@@ -368,6 +382,24 @@ def _print_event(console: Console, seat: int, event: Mapping[str, Any]) -> None:
         console.print(f"  trump {event['suit']}")
     elif kind == "meld_scored":
         console.print(f"  seat {event['seat']} melds {event['points']}")
+    elif kind == "dix_turned":
+        console.print(
+            f"  seat {event['seat']} scores {event['points']} for the dix turned up"
+            f" ({event['card']})",
+            highlight=False,
+        )
+    elif kind == "dix_exchanged":
+        scored = "scores" if two_handed else "to count in its meld:"
+        console.print(
+            f"  seat {event['seat']} exchanges the dix ({event['gave']} for {event['took']}),"
+            f" {scored} {event['points']}",
+            highlight=False,
+        )
+    elif kind == "dix_played":
+        console.print(
+            f"  seat {event['seat']} scores {event['points']} for the dix played",
+            highlight=False,
+        )
     elif kind == "trick_taken":
         console.print(
             f"  trick {' '.join(event['cards'])} -> seat {event['seat']} ({event['points']})",

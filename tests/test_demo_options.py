@@ -127,6 +127,62 @@ def test_a_bid_or_redeal_redeal_is_not_said_to_be_everyone_passing(
     assert redeals, "no redeal in these games"
 
 
+_SCORED = re.compile(
+    r"^  seat (\d) (?:melds (-?\d+)|scores (-?\d+) for the dix (?:turned up \(9[SHDC]\)|played)"
+    r"|exchanges the dix \(9[SHDC] for \S+\), scores (-?\d+))$"
+)
+_TAKEN = re.compile(r"^  trick \S+ \S+ -> seat (\d) \((-?\d+)\)$")
+_DELTA = re.compile(r"^  hand result delta \[(-?\d+), (-?\d+)\]")
+
+
+def test_the_two_handed_log_shows_every_dix_where_it_scores(
+    capsys: pytest.CaptureFixture[str], bounded: list[dict[str, Any]]
+) -> None:
+    """A two-handed hand's result counts dix points no meld gave: the dealer's turned-up 9 of
+    trump, a dix exchange, a 9 of trump played (dix_scores_when_played, on by default); the
+    log showed none of them, so its melds and tricks did not add up to the delta. Now each
+    seat's printed melds, dix scores and trick points make its delta, hand by hand."""
+    seen: set[str] = set()
+    checked = 0
+    for seed in ("d1", "d3", "d4"):
+        demo_log("two-handed", {"target": 300}, seed)
+        for lines in _hands(capsys.readouterr().out):
+            scored = [0, 0]
+            for line in lines:
+                if match := _SCORED.match(line):
+                    points = next(g for g in match.groups()[1:] if g is not None)
+                    scored[int(match.group(1))] += int(points)
+                    seen.update(k for k in ("turned", "played", "exchanges") if k in line)
+                elif match := _TAKEN.match(line):
+                    scored[int(match.group(1))] += int(match.group(2))
+                elif match := _DELTA.match(line):
+                    assert scored == [int(match.group(1)), int(match.group(2))], lines
+                    checked += 1
+    assert seen == {"turned", "played", "exchanges"} and checked >= 5
+
+
+def test_a_no_bid_dix_exchange_is_shown_with_the_meld_that_counts_it(
+    capsys: pytest.CaptureFixture[str], bounded: list[dict[str, Any]]
+) -> None:
+    """partnership-no-bid (A.7 item 7): the exchanger's 10 is part of its meld, so the log
+    says so rather than print it as points of its own, and the meld line that follows holds
+    it."""
+    demo_log("partnership-no-bid", {"target": 500}, "n1")
+    lines = capsys.readouterr().out.splitlines()
+    exchanges = [i for i, line in enumerate(lines) if " exchanges the dix " in line]
+    assert exchanges
+    for index in exchanges:
+        match = re.match(
+            r"^  seat (\d) exchanges the dix \(9[SHDC] for \S+\), to count in its"
+            r" meld: (\d+)$",
+            lines[index],
+        )
+        assert match, lines[index]
+        seat, points = match.groups()
+        meld = next(x for x in lines[index + 1 :] if x.startswith(f"  seat {seat} melds "))
+        assert int(meld.split()[-1]) >= int(points)
+
+
 def test_a_concession_is_in_the_log(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
