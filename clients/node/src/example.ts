@@ -21,50 +21,60 @@ function list(value: unknown): string {
   return Array.isArray(value) ? `[${value.join(", ")}]` : String(value);
 }
 
-function logEvent(event: GameEvent): void {
-  switch (event.kind) {
-    case "hand_started":
-      console.log(`hand ${event["hand"]}: dealer seat ${event["dealer"]}`);
-      break;
-    case "redeal":
-      console.log("  everyone passed: redeal");
-      break;
-    case "contract":
-      console.log(`  contract: seat ${event["declarer"]} at ${event["bid"]}`);
-      break;
-    case "trump_declared":
-      console.log(`  trump: ${event["suit"]} (named by seat ${event["seat"]})`);
-      break;
-    case "cards_passed":
-      console.log(`  seat ${event["from"]} passes ${event["count"]} cards to seat ${event["to"]}`);
-      break;
-    case "meld_scored":
-      console.log(`  seat ${event["seat"]} melds ${event["points"]}`);
-      break;
-    case "conceded":
-      console.log(`  seat ${event["seat"]} concedes`);
-      break;
-    case "hand_result": {
-      const declarer = event["declarer"];
-      const delta = event["delta"] as number[];
-      let outcome = "";
-      if (typeof declarer === "number") {
-        const side = declarer % delta.length; // partnership: seats 0 and 2 are side 0
-        outcome =
-          (delta[side] ?? 0) < 0 ? ` (side ${side} set)` : ` (side ${side} made ${event["bid"]})`;
+/**
+ * The log's lines, event by event. It keeps the hand's bid-or-redeal calls (from the `call`
+ * events) so that a redeal says what led to it: a round in which everyone passed
+ * (`all_pass: "redeal"`), or one with a bid-or-redeal call (`allow_bid_or_redeal`, RULES.md A.7
+ * item 2), in which not everyone passed. This example's own options never redeal: partnership's
+ * default `all_pass` is `dealer_stuck`, under which the dealer may not pass when everyone else has.
+ */
+export class HandLog {
+  private bidOrRedeal: number[] = [];
+
+  lines(event: GameEvent): string[] {
+    switch (event.kind) {
+      case "hand_started":
+        this.bidOrRedeal = [];
+        return [`hand ${event["hand"]}: dealer seat ${event["dealer"]}`];
+      case "call":
+        if (event["type"] === "bid_or_redeal") this.bidOrRedeal.push(Number(event["seat"]));
+        return []; // the calls themselves are too fine-grained for this log
+      case "redeal": {
+        const callers = this.bidOrRedeal;
+        if (callers.length === 0) return ["  everyone passed: redeal"];
+        const who = callers.length === 1 ? `seat ${callers[0]}` : `seats ${callers.join(", ")}`;
+        return [`  no bid, bid-or-redeal called by ${who}: redeal`];
       }
-      console.log(
-        `  result: meld ${list(event["meld"])}, card points ${list(event["points"])}, ` +
-          `delta ${list(delta)}${outcome}`,
-      );
-      console.log(`  scores after hand ${event["hand"]}: ${list(event["scores"])}`);
-      break;
+      case "contract":
+        return [`  contract: seat ${event["declarer"]} at ${event["bid"]}`];
+      case "trump_declared":
+        return [`  trump: ${event["suit"]} (named by seat ${event["seat"]})`];
+      case "cards_passed":
+        return [`  seat ${event["from"]} passes ${event["count"]} cards to seat ${event["to"]}`];
+      case "meld_scored":
+        return [`  seat ${event["seat"]} melds ${event["points"]}`];
+      case "conceded":
+        return [`  seat ${event["seat"]} concedes`];
+      case "hand_result": {
+        const declarer = event["declarer"];
+        const delta = event["delta"] as number[];
+        let outcome = "";
+        if (typeof declarer === "number") {
+          const side = declarer % delta.length; // partnership: seats 0 and 2 are side 0
+          outcome =
+            (delta[side] ?? 0) < 0 ? ` (side ${side} set)` : ` (side ${side} made ${event["bid"]})`;
+        }
+        return [
+          `  result: meld ${list(event["meld"])}, card points ${list(event["points"])}, ` +
+            `delta ${list(delta)}${outcome}`,
+          `  scores after hand ${event["hand"]}: ${list(event["scores"])}`,
+        ];
+      }
+      case "game_over":
+        return [`game over: side ${event["winner"]} wins, final scores ${list(event["scores"])}`];
+      default:
+        return []; // cards played, tricks: too fine-grained for this log
     }
-    case "game_over":
-      console.log(`game over: side ${event["winner"]} wins, final scores ${list(event["scores"])}`);
-      break;
-    default:
-      break; // calls, cards played, tricks: too fine-grained for this log
   }
 }
 
@@ -129,6 +139,7 @@ async function play(client: RefereeClient): Promise<void> {
   );
   await showRefusal(seats);
 
+  const handLog = new HandLog();
   let actions = 0;
   let refused = 0;
   while (!view.over) {
@@ -150,7 +161,7 @@ async function play(client: RefereeClient): Promise<void> {
     }
     if (result === undefined) throw new Error("no seat could act");
     actions++;
-    result.events.forEach(logEvent);
+    for (const event of result.events) handLog.lines(event).forEach((line) => console.log(line));
     view = result.view;
   }
 
@@ -182,10 +193,13 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(error instanceof Error ? error.message : error);
-    process.exit(1);
-  },
-);
+// Run as a script (npm run example), not when a test imports HandLog.
+if (require.main === module) {
+  main().then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(error instanceof Error ? error.message : error);
+      process.exit(1);
+    },
+  );
+}
