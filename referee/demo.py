@@ -44,10 +44,11 @@ from referee.rules.melds import meld_total
 from referee.rules.options import resolve_options
 
 #: The demo stops after this many hands without a winner. The bots bid what their cards are
-#: worth (``hand_value``), but some option sets leave no contract worth making: with
+#: worth (``hand_value``), but some option sets leave hardly a contract worth making: with
 #: count_scheme points1 a partnership's or cutthroat's x10 meld table keeps a minimum bid of 250
-#: or 300 against 25 card points, so nobody bids, and a stuck dealer's contract is set (or a
-#: cutthroat hand redealt) hand after hand.
+#: or 300 against 25 card points, so a hand is seldom worth a bid; a partnership's stuck dealer
+#: has its contract set hand after hand and every score can fall for ever (a cutthroat hand is
+#: redealt instead, and its games end, slowly).
 MAX_HANDS = 500
 
 #: The deals sampled (with a fixed seed) for the meld a hand can count on beyond its own
