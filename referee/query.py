@@ -204,8 +204,8 @@ def _check_fits(cards: Sequence[Card], what: str, rules: RuleSet, field: str = "
         )
 
 
-def _int_list(name: str, value: object, length: int, per: str) -> list[int]:
-    """A list of ``length`` integers >= 0, one per seat or side."""
+def _int_list(name: str, value: object, length: int, per: str, low: int = 0) -> list[int]:
+    """A list of ``length`` integers >= ``low`` (0 unless said), one per seat or side."""
     if not isinstance(value, list):
         raise QueryError(
             f"{name}: expected a list of {length} integers (one per {per}),"
@@ -221,8 +221,8 @@ def _int_list(name: str, value: object, length: int, per: str) -> list[int]:
             raise QueryError(
                 f"{name}[{index}]: expected an integer, got {_show(item)}", f"{name}[{index}]"
             )
-        if item < 0:
-            raise QueryError(f"{name}[{index}]: must be >= 0, got {item}", f"{name}[{index}]")
+        if item < low:
+            raise QueryError(f"{name}[{index}]: must be >= {low}, got {item}", f"{name}[{index}]")
     return [int(item) for item in value]
 
 
@@ -362,7 +362,12 @@ def _hand_score(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]:
         )
 
     meld = _int_list("meld", _require(query, "meld"), players, "seat")
-    points = _int_list("points", _require(query, "points"), sides, per_side)
+    # ``points`` include the last-trick bonus, which may be any integer (OPTIONS.md): with a
+    # negative one the side that takes the last trick can end below 0 (no counters and a bonus
+    # of -10: -10), as a game scores it. A side takes the bonus at most once, so the lowest
+    # figure a hand can give is the bonus itself; below that (and below 0 otherwise) is refused.
+    lowest = min(0, rules.last_trick_bonus)
+    points = _int_list("points", _require(query, "points"), sides, per_side, lowest)
     raw_tricks = (
         _require(query, "tricks") if rules.variant != "two-handed" else _optional(query, "tricks")
     )

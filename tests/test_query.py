@@ -429,6 +429,27 @@ class TestHandScore:
         assert ask(self.query(bid=0)) == {"delta": [130, 300], "saved": [True, True]}
         assert error_of(self.query(bid=-1)).startswith("bid:")
 
+    def test_a_negative_last_trick_bonus_lets_points_go_below_zero(self) -> None:
+        """``points`` include the last-trick bonus, any integer (OPTIONS.md): with -10, a team
+        that took only the last trick, no counters in it, has -10 card points, as a game scores
+        it. Was: "points[0]: must be >= 0", so such a hand could not be scored by a query."""
+        options = {"last_trick_bonus": -10}
+        query = self.query(bid=250, meld=[0, 100, 0, 0], points=[-10, 240], tricks=[1, 11])
+        # Team 0 is not saved (trick_point: -10 is not one card point) and keeps its -10.
+        assert ask({**query, "options": options}) == {"delta": [-10, 340], "saved": [False, True]}
+        # Below the bonus no hand goes: refused, naming the figure; without a negative bonus the
+        # floor stays 0.
+        assert error_of({**query, "points": [-11, 241], "options": options}).startswith(
+            "points[0]: must be >= -10"
+        )
+        assert error_of(query).startswith("points[0]: must be >= 0")
+        lowest = -(2**31)
+        two_handed = {"kind": "hand_score", "variant": "two-handed", "meld": [0, 40]}
+        answer = ask(
+            {**two_handed, "points": [lowest, 250], "options": {"last_trick_bonus": lowest}}
+        )
+        assert answer == {"delta": [lowest, 290], "saved": [True, True]}
+
     def test_bid_and_declarer_go_together(self) -> None:
         assert "bid and declarer" in error_of(self.query(declarer=None))
         assert "bid and declarer" in error_of(self.query(bid=None))

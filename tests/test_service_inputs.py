@@ -187,6 +187,25 @@ async def test_score_hand_figures_at_their_bound_fit_the_answer(srv: Served) -> 
     assert list(answer.delta) == [3 * MAX_HAND_FIGURE, 0]
 
 
+async def test_score_hand_takes_points_down_to_a_negative_last_trick_bonus(srv: Served) -> None:
+    """A side that takes the last trick and no counters has the bonus as its card points; with
+    the lowest bonus (any int32 is allowed) that is -2**31, and the answer still fits int32.
+    Was INVALID_ARGUMENT "points[0]: must be >= 0" for a figure a game produces."""
+    lowest = -(2**31)
+    answer = await srv.rules.ScoreHand(
+        pb.ScoreHandRequest(
+            variant="partnership",
+            options=dict_to_struct({"last_trick_bonus": lowest}),
+            bid=250,
+            declarer=1,
+            meld=[0, 300, 0, 0],
+            points=[lowest, 240],
+            tricks=[1, 11],
+        )
+    )
+    assert list(answer.delta) == [lowest, 540]
+
+
 # ----------------------------------------------------------------------------------------------
 # Every rules-service refusal names its field
 
