@@ -58,6 +58,9 @@ _SAMPLE_HANDS = 400
 #: The legal actions the bot chooses among by the value of its cards (``bot_action``).
 _VALUED = frozenset({"bid", "bid_or_redeal", "declare_trump", "pass_cards", "discard"})
 
+#: The highest bid a request can carry: ``Bid.amount`` is an int32 (referee.proto).
+BID_MAX = 2**31 - 1
+
 
 def playable(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The legal-action entries a bot can turn into a concrete action.
@@ -65,8 +68,17 @@ def playable(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     A two-handed lead may also be the card about to be drawn: that entry is the descriptor
     ``{"type": "play", "drawn_card": true}`` (RULES.md A.8 item 2), not a card, because which
     card it is stays hidden until the draw. A bot cannot name it, so it leads a card it holds.
+
+    A bid entry whose lowest bid is beyond ``BID_MAX`` is dropped too: after a bid near the
+    int32 limit (a ``min_bid`` of 2**31 - 1 is allowed) the rules still allow a raise, but the
+    wire's ``amount`` cannot carry it, and the client refused the bot's bid with a ValueError
+    that ended ``pinochle-referee demo`` in a traceback.
     """
-    return [entry for entry in entries if not entry.get("drawn_card")]
+    return [
+        entry
+        for entry in entries
+        if not entry.get("drawn_card") and not (entry["type"] == "bid" and entry["min"] > BID_MAX)
+    ]
 
 
 def choose(entry: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:

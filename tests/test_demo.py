@@ -192,6 +192,31 @@ def test_the_bot_never_sends_the_drawn_card_descriptor() -> None:
         bot_action(entries[3:], random.Random(0))
 
 
+def test_the_bot_never_bids_beyond_what_a_request_carries() -> None:
+    """After a bid of 2**31 - 1 the next raise is allowed by the rules but no int32 holds it."""
+    entries: list[dict[str, Any]] = [
+        {"type": "bid", "min": 2**31 - 1 + 10, "step": 10, "max": None},
+        {"type": "pass"},
+    ]
+    assert playable(entries) == [{"type": "pass"}]
+    sent = {json.dumps(bot_action(entries, random.Random(i))) for i in range(50)}
+    assert sent == {'{"type": "pass"}'}
+    top = {"type": "bid", "min": 2**31 - 1, "step": 10, "max": None}
+    assert playable([top]) == [top]
+
+
+def test_a_demo_with_min_bid_at_the_int32_limit_ends_without_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Was: a bot raised a bid of 2**31 - 1 (seed 4, second hand), the client refused the
+    amount with a ValueError and the demo ended in a traceback."""
+    options = json.dumps({"min_bid": 2**31 - 1, "target": 1})
+    flags = ["--variant", "cutthroat", "--options", options, "--seed", "4"]
+    assert main(["demo", *flags]) == 0
+    out = capsys.readouterr().out
+    assert len(GAME_OVER.findall(out)) == 1 and "at 2147483647" in out, out[-2000:]
+
+
 def test_choose_makes_descriptor_entries_concrete() -> None:
     rng = random.Random(7)
     hand = ["AS", "10S", "KS", "QS", "JS", "9S"]
