@@ -4,6 +4,15 @@ A record is replayed through the same ``start_hand`` and ``apply`` as a live gam
 exactly what the referee would have said at the table. Problems with the record itself (not JSON,
 unknown keys, bad options, a deal that is not a whole deck) are *record errors* (exit 2); illegal
 moves are *violations* (exit 1), never a traceback.
+
+``null`` for a field GAME_RECORD.md §1 makes optional is read as the field left out, everywhere:
+``options`` (the variant's defaults), ``players``, ``dealer`` (0), a hand's ``actions`` (none),
+``claimed`` and, inside a claim, ``delta`` and ``scores`` (nothing claimed), and a deal's
+``widow``, ``stock`` and ``turn_up`` (none). Why: JSON writers put null for a value they do not
+have, as readily as they leave the key out, and the action fields already read null so (README,
+"Null fields"); until 12-02 ``"dealer": null`` and ``"actions": null`` alone were record errors.
+The one null with a meaning of its own is a game claim's ``"winner": null``: "not finished".
+Required fields (``format``, ``variant``, ``hands``, a hand's ``deal``) are refused as null.
 """
 
 from __future__ import annotations
@@ -157,7 +166,9 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
         not isinstance(players, list) or not all(isinstance(p, str) for p in players)
     ):
         raise RecordError("players must be a list of names")
-    dealer = data.get("dealer", 0)
+    dealer = data.get("dealer")
+    if dealer is None:
+        dealer = 0  # §1: the default, left out or null
     if isinstance(dealer, bool) or not isinstance(dealer, int) or not 0 <= dealer < rules.players:
         raise RecordError(f"dealer must be a seat from 0 to {rules.players - 1}")
     raw_hands = data.get("hands")
@@ -254,7 +265,9 @@ def _parse_hand(
     if not isinstance(raw, Mapping):
         raise RecordError(f"{where}: must be an object with deal and actions")
     _check_keys(raw, _HAND_KEYS, where)
-    actions = raw.get("actions", [])
+    actions = raw.get("actions")
+    if actions is None:
+        actions = []  # left out or null: no action yet (a hand just dealt)
     if not isinstance(actions, list):
         raise RecordError(f"{where}.actions: must be a list")
     claim = _parse_hand_claim(raw.get("claimed"), index)
@@ -323,7 +336,7 @@ def _parse_hand_claim(claimed: object, index: int) -> list[int] | None:
     if not isinstance(claimed, Mapping):
         raise RecordError(f"hands[{index}].claimed: must be an object")
     _check_keys(claimed, {"delta"}, f"hands[{index}].claimed")
-    if "delta" not in claimed:
+    if claimed.get("delta") is None:
         return None
     claim = _int_list(claimed["delta"])
     if claim is None:
@@ -339,7 +352,7 @@ def _parse_game_claim(claimed: object) -> _GameClaim:
         raise RecordError("claimed: must be an object")
     _check_keys(claimed, {"scores", "winner"}, "claimed")
     scores = None
-    if "scores" in claimed:
+    if claimed.get("scores") is not None:
         scores = _int_list(claimed["scores"])
         if scores is None:
             raise RecordError("claimed.scores: must be a list of integers")

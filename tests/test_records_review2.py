@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from referee.audit import audit_record, audit_text, verdict_exit_status
 from referee.query import run_queries
 from referee.service.errors import MAX_FIELD
 from tests.service_helpers import serving
-from tests.test_audit import BAD_PLAY, HAND0, HAND1_TO_LEAD
+from tests.test_audit import BAD_PLAY, HAND0, HAND1_TO_LEAD, check_verdict
 from tests.test_audit import record as _record
 
 
@@ -243,3 +244,56 @@ async def test_rules_rpc_refusing_a_long_option_name_is_invalid_argument(tmp_pat
         (field,) = error.fields
         assert field.startswith("options.") and field.endswith("ZZZ...")
         assert len(field) == MAX_FIELD
+
+
+# --------------------------------------------------------------------------------------------
+# null for an optional field, and one player per seat (third review)
+
+
+def test_null_for_an_optional_field_reads_as_left_out() -> None:
+    """GAME_RECORD.md §1: ``dealer`` has a default (0) and a hand's ``actions`` may be none yet.
+    ``"options": null``, ``"players": null`` and ``"claimed": null`` were already read as left
+    out, but ``"dealer": null`` and ``"actions": null`` were record errors ("dealer must be a
+    seat", "hands[0].actions: must be a list"): null now means left out for every optional
+    field (referee/audit.py's docstring), a claim's ``delta`` and ``scores`` included."""
+    plain = audit(record(HAND0, []))
+    edits: list[Callable[[dict[str, Any]], None]] = [
+        lambda r: r.update(dealer=None),
+        lambda r: r["hands"][1].update(actions=None),
+        lambda r: r["hands"][0].update(claimed={"delta": None}),
+        lambda r: r.update(claimed={"scores": None}),
+    ]
+    for edit in edits:
+        rec = record(HAND0, [])
+        edit(rec)
+        assert audit(rec) == plain
+    left_out = record(HAND0, [])
+    del left_out["dealer"], left_out["hands"][1]["actions"]
+    assert audit(left_out) == plain
+    assert plain["legal"] and plain["hands"][1]["dealer"] == 1
+
+
+def test_a_null_winner_claim_still_means_not_finished() -> None:
+    """The one null with a meaning of its own (§1): ``"winner": null`` claims the game is not
+    finished, so a finished game's record claiming it differs."""
+    rec = record(HAND0, options={**record()["options"], "target": 10})
+    rec["claimed"] = {"winner": None}
+    verdict = audit(rec)
+    assert verdict["finished"] and verdict["winner"] == 0
+    assert verdict["claims"] == [{"hand": None, "field": "winner", "claimed": None, "computed": 0}]
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda r: r.update(format=None), "format must be"),
+        (lambda r: r.update(hands=None), "hands must be a list"),
+        (lambda r: r["hands"][0].update(deal=None), "hands[0].deal: must be an object"),
+        (lambda r: r.update(variant=None), "variant"),
+    ],
+)
+def test_null_for_a_required_field_is_still_a_record_error(edit: Any, says: str) -> None:
+    rec = record(HAND0)
+    edit(rec)
+    verdict = audit(rec)
+    assert check_verdict(verdict) == 2 and says in verdict["error"], verdict
