@@ -166,6 +166,13 @@ def _audit(data: object, name: str, keep_going: bool) -> dict[str, object]:
         not isinstance(players, list) or not all(isinstance(p, str) for p in players)
     ):
         raise RecordError("players must be a list of names")
+    if players is not None and len(players) != rules.players:
+        # One name per seat, in seat order (GAME_RECORD.md §1's example, CreateGame's
+        # player_names): a shorter or longer list cannot say whose seat a name is.
+        raise RecordError(
+            f"players: must name every seat, one name each ({rules.players} for"
+            f" {rules.variant}), got {len(players)}"
+        )
     dealer = data.get("dealer")
     if dealer is None:
         dealer = 0  # §1: the default, left out or null

@@ -297,3 +297,19 @@ def test_null_for_a_required_field_is_still_a_record_error(edit: Any, says: str)
     edit(rec)
     verdict = audit(rec)
     assert check_verdict(verdict) == 2 and says in verdict["error"], verdict
+
+
+@pytest.mark.parametrize("names", [["Ann", "Bob", "Cid"], ["Ann", "Bob", "Cid", "Dee", "Eve"], []])
+def test_players_names_every_seat_once(names: list[str]) -> None:
+    """GAME_RECORD.md §1 gives one name per seat, in seat order (its example; CreateGame's
+    player_names are "one per seat" and refused otherwise, so an export always has as many).
+    A list of three names for a partnership game was accepted as if it named the game's
+    players: it cannot say whose seat is missing. Fewer or more names than seats are a record
+    error naming ``players``; leaving the list out (or null) stays fine."""
+    verdict = audit(record(HAND0, players=names))
+    assert check_verdict(verdict) == 2
+    assert verdict["error"] == (
+        f"players: must name every seat, one name each (4 for partnership), got {len(names)}"
+    )
+    assert check_verdict(audit(record(HAND0, players=None))) == 0
+    assert check_verdict(audit(record(HAND0))) == 0
