@@ -291,7 +291,9 @@ def scoring_options(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
             )
         )
     if draw(st.integers(0, 2)) == 0:
-        options["last_trick_bonus"] = draw(st.sampled_from([0, 1, 3 * scale]))
+        # A negative bonus too (any integer is allowed): the side taking the last trick can
+        # then end below 0 card points.
+        options["last_trick_bonus"] = draw(st.sampled_from([0, 1, 3 * scale, -3 * scale]))
     if draw(st.integers(0, 2)) == 0:
         options["min_meld_to_record"] = draw(st.sampled_from([1, 2, 4, 6, 10])) * scale
     if draw(st.booleans()):
@@ -405,8 +407,15 @@ def hand_figures(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, Any]]:
         unit * draw(st.sampled_from([0, 0, 1, 2, 4, 6, 10, 15, 30])) for _ in range(scoring.seats)
     ]
     dix = [min(m, unit * draw(st.integers(0, 2))) for m in meld]
+    # A negative last-trick bonus is the lowest figure a side can have (no counters, the last
+    # trick): the query refused any figure below 0 until 12-02.
+    lowest = min(0, scoring.last_trick_bonus)
     points = [
-        draw(st.sampled_from([0, 1, 2, unit, 2 * unit, 6 * unit, 10 * unit, 15 * unit, total]))
+        draw(
+            st.sampled_from(
+                [0, 1, 2, unit, 2 * unit, 6 * unit, 10 * unit, 15 * unit, total, lowest, lowest + 1]
+            )
+        )
         for _ in range(scoring.sides)
     ]
     tricks = [draw(st.integers(0, 2)) for _ in range(scoring.sides)]
