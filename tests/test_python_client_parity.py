@@ -264,3 +264,49 @@ async def test_audit_records_takes_a_record_as_a_dict_as_the_node_client_does(
             await anext(client.audit_records([{**record, "x": float("nan")}]))
         with pytest.raises(TypeError, match=r"records\[0\] is not JSON"):
             await anext(client.audit_records([{**record, "x": {1, 2}}]))
+
+
+async def test_an_option_integer_no_struct_number_holds_is_refused_naming_it(
+    tmp_path: Path,
+) -> None:
+    """Options and given deals travel as a Struct, whose numbers are doubles. An int too large
+    for any double (``10**400``) was sent as its decimal text, and the server answered that
+    ``target`` "must be an integer, got "1000..."", a string nobody gave; one above 2**53 was
+    rounded first. Both are refused before sending, naming the field; 2**53 itself is sent and
+    refused by the server as out of range, quoting it exactly."""
+    huge = 10**400
+    async with serving(tmp_path) as srv:
+        client = srv.client
+        deal = {"hands": [["AH"]], "x": [2**53 + 1]}
+        cases: list[tuple[Callable[[], Awaitable[object]], str]] = [
+            (lambda: client.create_game("partnership", {"target": huge}), r"options\.target"),
+            (
+                lambda: client.create_game("partnership", {"meld_values": {"run": [-huge]}}),
+                r"options\.meld_values\.run\[0\] is -100000000000\.\.\. \(401 digits\)",
+            ),
+            (
+                lambda: client.create_game("partnership", {"last_trick_bonus": 2**53 + 1}),
+                r"options\.last_trick_bonus is 9007199254740993",
+            ),
+            (
+                lambda: client.create_game(
+                    "partnership", given_deals=[deal], adjudicator_token=ADJUDICATOR_TOKEN
+                ),
+                r"given_deals\[0\]\.x\[0\]",
+            ),
+            (lambda: client.score_meld("partnership", [], "H", {"target": huge}), "options"),
+            (lambda: client.trick_points("partnership", ["AS"], options={"x": huge}), "options"),
+            (
+                lambda: client.score_hand(
+                    "partnership", meld=[0], points=[0], options={"last_trick_bonus": huge}
+                ),
+                r"options\.last_trick_bonus",
+            ),
+        ]
+        for call, field in cases:
+            with pytest.raises(ValueError, match=f"{field}.*beyond what a Struct number"):
+                await call()
+        with pytest.raises(RefereeError) as caught:
+            await client.create_game("partnership", {"target": 2**53})
+        assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "value 9007199254740992 is out of range" in caught.value.message

@@ -340,6 +340,7 @@ class RefereeClient:
             (names, "players"),
         ):
             _check_text(text, field)
+            _check_numbers(text, field)
         request = pb.CreateGameRequest(
             variant=variant,
             first_dealer=_integer(first_dealer, "first_dealer"),
@@ -751,9 +752,37 @@ def _record_text(record: str | Mapping[str, object], index: int) -> str:
 
 
 def _check_query(**fields: object) -> None:
-    """``_check_text`` for each of a rules query's text fields, by name."""
+    """``_check_text`` and ``_check_numbers`` for each of a rules query's fields, by name."""
     for field, value in fields.items():
         _check_text(value, field)
+        _check_numbers(value, field)
+
+
+#: The largest integer a Struct number (a double) holds exactly, and every one below it.
+STRUCT_INT_LIMIT = 2**53
+
+
+def _check_numbers(value: object, field: str) -> None:
+    """Refuses, naming the field, an int in ``value`` (an option, a given deal) beyond
+    ``STRUCT_INT_LIMIT``: a Struct carries numbers as doubles. One too large for any double
+    was sent as its decimal *text* (``dict_to_struct``), and the server answered that the
+    option "must be an integer, got "1000..."", a string nobody gave; one above 2**53 was
+    rounded, and the refusal quoted another number. No option takes such a value (every
+    integer option is bounded to int32), so nothing sendable is refused."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > STRUCT_INT_LIMIT:
+            digits = str(abs(value))
+            shown = digits if len(digits) <= 24 else f"{digits[:12]}... ({len(digits)} digits)"
+            raise ValueError(
+                f"{field} is {'-' if value < 0 else ''}{shown}: beyond what a Struct number"
+                " (a double) holds exactly (2**53), and the server takes no such value"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_numbers(item, f"{field}.{key}")
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        for i, item in enumerate(value):
+            _check_numbers(item, f"{field}[{i}]")
 
 
 def _auth(token: str | None, field: str) -> tuple[tuple[str, str], ...] | None:
