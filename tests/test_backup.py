@@ -184,6 +184,30 @@ async def test_a_backup_of_a_tampered_database_is_kept_and_says_what_failed(
     assert intact.game_id not in text
 
 
+async def test_a_backup_names_a_tampered_row_it_cannot_read_and_counts_every_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row whose action is not JSON any more (SQLite's columns take any text) is a broken
+    audit log like any other: the check raised on it (a JSONDecodeError out of ``backup``), and
+    the entries counted stopped at a game's first bad row."""
+    async with serving(tmp_path) as srv:
+        tampered = await new_table(srv.client, "partnership", seed="unreadable")
+        await play(tampered, random.Random(3), hands=1)
+    conn = sqlite3.connect(tmp_path / "x.db")
+    with conn:
+        conn.execute(
+            "UPDATE audit SET action = 'not json' WHERE game_id = ? AND seq = 2",
+            (tampered.game_id,),
+        )
+        ((entries,),) = conn.execute("SELECT COUNT(*) FROM audit").fetchall()
+    conn.close()
+    copy = tmp_path / "copy.db"
+    code, text = _backup(capsys, tmp_path / "x.db", copy)
+    assert code == 1 and copy.is_file(), text
+    assert f"game {tampered.game_id}: audit log not intact: entry 2 cannot be read" in text, text
+    assert f"{entries:,} audit entries" in text, text
+
+
 async def _empty_referee_database(path: Path) -> Path:
     """A referee database with no game: the store's schema, made as a server makes it."""
     store = SqliteStore(path)

@@ -734,6 +734,104 @@ async def test_verify_detects_deleted_rows(store: GameStore, backend: Backend) -
     assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 3, 4)
 
 
+async def test_verify_counts_every_entry_of_a_broken_log(
+    store: GameStore, backend: Backend
+) -> None:
+    """``entries`` is how many entries the log holds, a broken one too: it was how many were
+    read up to the first bad one (2 for a log of 5 with its second entry changed)."""
+    await new_game(store)
+    await commit_many(store, "g1", 5)
+    await backend.sql("UPDATE audit SET code = 'X' WHERE game_id = ? AND seq = 2", ("g1",))
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 5, 2)
+    await backend.sql("DELETE FROM audit WHERE game_id = ? AND seq = 4", ("g1",))
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 4, 2)
+
+
+async def test_verify_detects_reordered_and_inserted_rows(
+    store: GameStore, backend: Backend
+) -> None:
+    """Two rows swapped (each keeping its own hash), and a forged row put in the middle with
+    the later rows renumbered, are caught at the first position that changed, by its link."""
+    await new_game(store)
+    await commit_many(store, "g1", 5)
+    await backend.sql(
+        "UPDATE audit SET seq = seq + 100 WHERE game_id = ? AND seq IN (2, 3)", ("g1",)
+    )
+    await backend.sql("UPDATE audit SET seq = 105 - seq WHERE game_id = ? AND seq > 100", ("g1",))
+    verdict = await store.verify_audit_log("g1")  # 2 and 3 are now 3 and 2
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 5, 2)
+
+    await new_game(store, "g2")
+    await commit_many(store, "g2", 5)
+    rows = await store.audit_log("g2")
+    await backend.sql("UPDATE audit SET seq = seq + 100 WHERE game_id = ? AND seq >= 3", ("g2",))
+    await backend.sql("UPDATE audit SET seq = seq - 99 WHERE game_id = ? AND seq > 100", ("g2",))
+    forged = rows[2]._replace(seq=3, previous_hash=rows[1].hash, code="forged")
+    forged = forged._replace(hash=forged.computed_hash())
+    await backend.sql(
+        "INSERT INTO audit (game_id, seq, time, role, seat, rpc, action, public_action, outcome,"
+        " code, request_id, version, previous_hash, hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            "g2",
+            forged.seq,
+            forged.time,
+            forged.role,
+            forged.seat,
+            forged.rpc,
+            json.dumps(forged.action),
+            json.dumps(forged.public_action),
+            forged.outcome,
+            forged.code,
+            forged.request_id,
+            forged.version,
+            forged.previous_hash,
+            forged.hash,
+        ),
+    )
+    verdict = await store.verify_audit_log("g2")  # the forged row links; the next one does not
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 6, 4)
+
+
+# Column values an attacker with write access can store that no audit row can be read from:
+# JSON text with a number no double holds (valid JSON, so PostgreSQL's json type takes it) on
+# both stores; on SQLite, whose columns take any type, text that is not JSON and blobs too.
+UNREADABLE_COLUMNS: list[tuple[str, object, tuple[str, ...]]] = [
+    ("action", '{"type":"bid","amount":1e999}', ("sqlite", "postgres")),
+    ("public_action", "[1e999]", ("sqlite", "postgres")),
+    ("action", "not json", ("sqlite",)),
+    ("seat", b"\x01", ("sqlite",)),
+    ("rpc", b"SubmitAction", ("sqlite",)),
+    ("time", b"\x00", ("sqlite",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "backends"),
+    UNREADABLE_COLUMNS,
+    ids=[f"{column}={value!r}" for column, value, _ in UNREADABLE_COLUMNS],
+)
+async def test_verify_reports_a_row_that_cannot_be_read(
+    store: GameStore, backend: Backend, column: str, value: object, backends: tuple[str, ...]
+) -> None:
+    """A tampered row that cannot even be decoded is reported as that bad entry (VerifyAuditLog
+    raised on it: an internal error, with nothing said about which entry), and so is it by the
+    check ``backup`` makes of a copy (SQLite)."""
+    if backend.name not in backends:
+        pytest.skip(f"{backend.name} refuses this value in the column")
+    await new_game(store)
+    await commit_many(store, "g1", 4)
+    cast = "::json" if backend.name == "postgres" and column.endswith("action") else ""
+    await backend.sql(
+        f"UPDATE audit SET {column} = ?{cast} WHERE game_id = ? AND seq = 2", (value, "g1")
+    )
+    verdict = await store.verify_audit_log("g1")
+    assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 4, 2)
+    assert verdict.detail.startswith("entry 2 cannot be read: "), verdict.detail
+
+
 async def test_verify_empty_log_is_intact(store: GameStore) -> None:
     await new_game(store)
     verdict = await store.verify_audit_log("g1")

@@ -903,7 +903,7 @@ class PostgresStore:
                     (game_id,),
                 )
                 rows = await cursor.fetchall()
-            return _verify_chain(map(_audit_row, rows), head[0], head[1])
+            return _verify_chain(rows, head[0], head[1])
 
         return await self._read(query)
 

@@ -1055,7 +1055,7 @@ class SqliteStore:
                     f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? ORDER BY seq",
                     (game_id,),
                 )
-                return _verify_chain(map(_audit_row, cursor), head[0][0], head[0][1])
+                return _verify_chain(cursor, head[0][0], head[0][1])
             finally:
                 conn.execute("COMMIT")
 
@@ -1100,31 +1100,46 @@ class SqliteStore:
         return await self._read(query)
 
 
-def _verify_chain(rows: Iterable[AuditRow], head_seq: int, head_hash: str) -> AuditVerification:
+def _verify_chain(
+    rows: Iterable[Sequence[Any]], head_seq: int, head_hash: str
+) -> AuditVerification:
     """Check seqs 1, 2, ..., each row's hash against its content, each link, and the head the
-    game records (which catches rows removed from the end)."""
+    game records (which catches rows removed from the end). ``rows`` are the audit table's
+    values in ``_AUDIT_COLUMNS`` order, read here so that a row whose columns cannot be read
+    (text that is not JSON, or a number JSON cannot hold, in ``action``; a blob where SQLite
+    takes any type) is reported as that broken entry: ``_audit_row`` raised on it, and
+    VerifyAuditLog (and ``backup``'s check) failed with an internal error instead of saying
+    which entry was tampered with. ``entries`` counts every row the log holds, also past the
+    first bad one (it counted the rows up to it, so a log with its second entry changed
+    reported two entries whatever its length, and ``backup`` summed those)."""
     entries = 0
     previous = GENESIS_HASH
-    for row in rows:
+    bad: tuple[int, str] | None = None
+    for values in rows:
         entries += 1
+        if bad is not None:
+            continue
         expected_seq = entries
+        try:
+            row = _audit_row(values)
+            computed = row.computed_hash()
+        except (ValueError, TypeError) as error:  # orjson.JSONDecodeError is a ValueError
+            bad = (expected_seq, f"entry {expected_seq} cannot be read: {error}")
+            continue
         if row.seq != expected_seq:
-            return AuditVerification(
-                False, entries, expected_seq, f"entry {expected_seq} is missing (found {row.seq})"
-            )
-        if row.previous_hash != previous:
-            return AuditVerification(
-                False, entries, row.seq, f"entry {row.seq} does not link to the entry before it"
-            )
-        if row.computed_hash() != row.hash:
-            return AuditVerification(
-                False, entries, row.seq, f"entry {row.seq} does not match its hash"
-            )
-        previous = row.hash
+            bad = (expected_seq, f"entry {expected_seq} is missing (found {row.seq})")
+        elif row.previous_hash != previous:
+            bad = (row.seq, f"entry {row.seq} does not link to the entry before it")
+        elif computed != row.hash:
+            bad = (row.seq, f"entry {row.seq} does not match its hash")
+        else:
+            previous = row.hash
+    if bad is not None:
+        return AuditVerification(False, entries, *bad)
     if entries != head_seq:
-        bad = min(entries, head_seq) + 1
+        first = min(entries, head_seq) + 1
         return AuditVerification(
-            False, entries, bad, f"the log has {entries} entries, the game records {head_seq}"
+            False, entries, first, f"the log has {entries} entries, the game records {head_seq}"
         )
     if previous != head_hash:
         return AuditVerification(
@@ -1396,7 +1411,7 @@ def _checked(conn: sqlite3.Connection) -> BackupReport:
         cursor = conn.execute(
             f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? ORDER BY seq", (game_id,)
         )
-        verdict = _verify_chain(map(_audit_row, cursor), head_seq, head_hash)
+        verdict = _verify_chain(cursor, head_seq, head_hash)
         audit_entries += verdict.entries
         if not verdict.intact:
             broken.append((str(game_id), verdict.detail))

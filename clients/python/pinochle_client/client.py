@@ -102,8 +102,8 @@ def _object(text: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class AuditCheck:
-    """VerifyAuditLog's answer: ``first_bad_seq`` is the first entry whose hash does not match
-    (0 when intact)."""
+    """VerifyAuditLog's answer: ``entries`` is how many entries the log holds, ``first_bad_seq``
+    the first entry whose hash does not match (0 when intact)."""
 
     intact: bool
     entries: int
