@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import signal
+import string
 import sys
 import threading
 from collections.abc import Generator, Iterator, Sequence
@@ -579,6 +580,16 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
             file=sys.stderr,
         )
         return 2
+    # The same for a salt that is no revealed salt: empty (the hand's deal_salt event not
+    # sent yet, a shell variable never set) it was answered "valid": false, exit 1, as was one
+    # with spaces inside (bytes.fromhex skips them).
+    digits = salt.strip()
+    if not digits or len(digits) % 2 or not all(digit in string.hexdigits for digit in digits):
+        print(
+            f"pinochle-referee: SALT must be hex digits, two for each byte, got {salt!r}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         read = _read_stdin() if deal_text == "-" else b""
     except _InputFailed as failed:
@@ -586,7 +597,7 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
     try:
         text = read.decode("utf-8") if deal_text == "-" else deal_text
         deal = parse_deal(read_record(text), "deal")  # as a record's: BOM, NaN, repeated keys
-        salt_bytes = bytes.fromhex(salt)
+        salt_bytes = bytes.fromhex(digits)
     except (RecordError, ValueError, RecursionError) as error:  # JSON and UTF-8 errors too
         print(f"pinochle-referee: {error}", file=sys.stderr)
         return 2

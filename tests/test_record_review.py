@@ -213,6 +213,25 @@ def test_verify_deal_checks_a_commitment(
     assert line["computed"] == _commitment(deal, "00a1ff7f")
 
 
+def test_verify_deal_refuses_a_salt_that_is_no_salt(capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty salt (its hand's ``deal_salt`` not sent yet, a shell variable never set) or
+    one with a space or an odd digit in it was never revealed: exit 2, like a commitment that
+    is no SHA-256, and nothing on standard output. It was ``"valid": false``, exit 1, which
+    says the server changed the deal after committing to it (``bytes.fromhex`` takes "" and
+    skips spaces inside)."""
+    deal = record(HAND0)["hands"][0]["deal"]
+    salt = "00a1ff7e"
+    real = _commitment(deal, salt)
+    for given in ("", "  ", "00a1 ff7e", "00a1ff7", "0x00a1ff7e", "00a1ff7g"):
+        assert cli.main(["verify-deal", real, given, json.dumps(deal)]) == 2, given
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == (
+            f"pinochle-referee: SALT must be hex digits, two for each byte, got {given!r}\n"
+        )
+    assert cli.main(["verify-deal", real, f" {salt.upper()}\n", json.dumps(deal)]) == 0
+
+
 def test_verify_deal_refuses_a_commitment_that_is_no_sha256(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
