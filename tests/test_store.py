@@ -832,6 +832,42 @@ async def test_verify_reports_a_row_that_cannot_be_read(
     assert verdict.detail.startswith("entry 2 cannot be read: "), verdict.detail
 
 
+async def test_verify_cannot_see_a_rewrite_that_moves_the_head(
+    store: GameStore, backend: Backend
+) -> None:
+    """Pinned, as the README says ("What a check finds, and what it cannot"): the chain's head
+    is in the same database, so a truncation with the head moved back, a log rewritten from
+    its first entry with every hash recomputed and the head moved, and a change to the game's
+    own log (not the audit log) all verify as intact. Only a hash kept outside shows them."""
+    await new_game(store)
+    await commit_many(store, "g1", 5)
+    rows = await store.audit_log("g1")
+    await backend.sql("DELETE FROM audit WHERE game_id = ? AND seq > 3", ("g1",))
+    await backend.sql(
+        "UPDATE games SET audit_seq = 3, audit_head = ? WHERE game_id = ?", (rows[2].hash, "g1")
+    )
+    assert await store.verify_audit_log("g1") == AuditVerification(True, 3)
+    assert (await store.audit_log("g1"))[-1].hash != rows[-1].hash  # what an outside copy shows
+
+    await new_game(store, "g2")
+    await commit_many(store, "g2", 3)
+    previous = GENESIS_HASH
+    for row in await store.audit_log("g2"):
+        forged = row._replace(code="forged", previous_hash=previous)
+        forged = forged._replace(hash=forged.computed_hash())
+        await backend.sql(
+            "UPDATE audit SET code = ?, previous_hash = ?, hash = ? WHERE game_id = ? AND seq = ?",
+            (forged.code, forged.previous_hash, forged.hash, "g2", row.seq),
+        )
+        previous = forged.hash
+    await backend.sql("UPDATE games SET audit_head = ? WHERE game_id = ?", (previous, "g2"))
+    assert await store.verify_audit_log("g2") == AuditVerification(True, 3)
+
+    await backend.sql("UPDATE log SET events = ? WHERE game_id = ? AND seq = 2", ("[]", "g2"))
+    assert (await store.load_log("g2"))[1].events == []
+    assert await store.verify_audit_log("g2") == AuditVerification(True, 3)
+
+
 async def test_verify_empty_log_is_intact(store: GameStore) -> None:
     await new_game(store)
     verdict = await store.verify_audit_log("g1")
