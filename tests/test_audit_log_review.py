@@ -45,7 +45,8 @@ RANKS = ("A", "10", "K", "Q", "J", "9")
 
 @pytest_asyncio.fixture
 async def srv(tmp_path: Path) -> AsyncIterator[Served]:
-    async with serving(tmp_path) as served:
+    # A watch from version 0 sends every event of a game of any length, never a snapshot.
+    async with serving(tmp_path, watch_window=10**9) as served:
         yield served
 
 
@@ -63,7 +64,9 @@ def canonical_position(card: str) -> tuple[int, int]:
 async def all_events(table: Table) -> list[dict[str, Any]]:
     """Every event of a finished game as the spectator's stream sends it (it ends with the
     game, so nothing here waits on a clock)."""
-    return [item["event"] async for item in table.spec.watch(0) if item["type"] == "event"]
+    items = [item async for item in table.spec.watch(0)]
+    assert all(item["type"] == "event" for item in items)
+    return [item["event"] for item in items]
 
 
 def check_deal_shape(variant: str, deal: Mapping[str, Any], seats: int) -> None:
@@ -264,3 +267,46 @@ def test_the_secure_shuffle_is_fisher_yates_on_secrets(monkeypatch: pytest.Monke
     assert dealt == deal_from_order(
         canonical_deck(rules.deck), players=4, hand_size=rules.hand_size, dealer=3
     )
+
+
+async def test_every_view_shows_the_current_hands_commitment(tmp_path: Path) -> None:
+    """RULES.md A.10 item 3: every role's view shows the deal commitments. The view's hand
+    carries ``commitment``, the one its ``deal_committed`` event published: in GetGame for
+    each role from creation on, in the view SubmitAction answers (also when that action dealt
+    the next hand), and after a restart. A client that connected mid-hand (a snapshot) had no
+    way to learn it but replaying the events, which a long game no longer keeps."""
+    async with serving(tmp_path, watch_window=10**9) as srv:
+        table = await new_table(srv.client, "two-handed", {"target": 5000})
+        created = first_commitment(await all_events_so_far(table))
+        for session in [*table.seats, table.spec, table.adj]:
+            assert (await session.view())["hand"]["commitment"] == created
+        steps = await play(table, random.Random(21), hands=1)
+        events = await all_events_so_far(table)
+        committed = {e["hand"]: e["commitment"] for e in events if e["kind"] == "deal_committed"}
+        assert committed[0] == created and sorted(committed) == [0, 1]
+        last = steps[-1].result["view"]
+        assert (last["hand"]["number"], last["hand"]["commitment"]) == (1, committed[1])
+        for session in [*table.seats, table.spec, table.adj]:
+            hand = (await session.view())["hand"]
+            assert (hand["number"], hand["commitment"]) == (1, committed[1])
+    async with serving(tmp_path, watch_window=10**9) as again:
+        table = table.through(again.client)
+        for session in [*table.seats, table.spec, table.adj]:
+            hand = (await session.view())["hand"]
+            assert (hand["number"], hand["commitment"]) == (1, committed[1])
+
+
+async def all_events_so_far(table: Table) -> list[dict[str, Any]]:
+    """The game's events up to its current version, as the adjudicator's stream sends them."""
+    version = (await table.adj.view())["version"]
+    events: list[dict[str, Any]] = []
+    async for item in table.adj.watch(0):
+        assert item["type"] == "event"
+        events.append(item["event"])
+        if item["event"]["version"] == version and item["event"]["kind"] == "deal_committed":
+            break
+    return events
+
+
+def first_commitment(events: Sequence[Mapping[str, Any]]) -> str:
+    return str(next(e["commitment"] for e in events if e["kind"] == "deal_committed"))

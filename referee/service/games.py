@@ -128,6 +128,8 @@ class LiveGame:
     event_count: int = 0
     dropped_version: int = -1  # the version of the last event dropped from ``events`` (-1: none)
     salts: dict[int, str] = field(default_factory=dict)  # hand -> salt of its deal (secret)
+    # The last deal's commitment (public): every view shows it (RULES.md A.10 item 3).
+    commitment: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     callers: dict[str, Caller] | None = None  # token hash -> role, built on first use
     # Tokens that have authenticated, as sent -> role: a request's SHA-256 is then skipped. Only
@@ -313,7 +315,7 @@ class GameManager:
         events = [_packed(event) for event in row.events]
         live = LiveGame(record, rules, state, 1, deals, events, len(row.events))
         _keep_recent_events(live, self.events_in_memory)  # as every commit and catch-up does
-        live.salts[0] = str(row.payload["salt"])
+        _remember_deal(live, row)
         # Like an action's commit (see _commit): once handed to the store the game may
         # become durable even if the caller is cancelled, so it is registered here either way
         # and referee_games_active keeps matching the database.
@@ -514,7 +516,7 @@ class GameManager:
             for row in rows:
                 if row.kind == "deal":
                     state, _ = start_hand(live.state, parse_deal(row.payload["deal"], "deal"))
-                    _remember_salt(live, row)
+                    _remember_deal(live, row)
                 else:
                     assert row.seat is not None
                     state, _ = apply(live.state, row.seat, decode_action(row.payload))
@@ -655,7 +657,7 @@ class GameManager:
         out["game_id"] = live.record.game_id
         if live.record.players:
             out["players"] = list(live.record.players)
-        return out
+        return _with_commitment(out, live.commitment)
 
     def visible(self, caller: Caller, stored: Mapping[str, object]) -> bool:
         return visible_to(
@@ -886,6 +888,7 @@ class GameManager:
         rows = [
             LogRow(live.last_seq + 1, new_state.version, "action", seat, canonical, stored_events)
         ]
+        commitment = live.commitment
         if new_state.hand is None and not new_state.over:
             new_state, deal_row = self._deal(
                 new_state,
@@ -894,10 +897,11 @@ class GameManager:
                 first_event=first_event + len(stored_events),
             )
             rows.append(deal_row)
+            commitment = _commitment_of(deal_row)
         all_events = [e for row in rows for e in row.events]
         response = pb.SubmitActionResponse(
             version=new_state.version,
-            view_json=json_text(_view_with_id(new_state, caller, live)),
+            view_json=json_text(_view_with_id(new_state, caller, live, commitment)),
             events=[stored_event_to_proto(e) for e in all_events if self.visible(caller, e)],
         )
         audit = self._audit_row(live, seat, canonical, "accepted", "", key, new_state.version)
@@ -1040,7 +1044,7 @@ class GameManager:
         rows = accepted.commit.rows
         for row in rows:
             if row.kind == "deal":
-                _remember_salt(live, row)
+                _remember_deal(live, row)
         new_state = accepted.new_state
         live.state = new_state
         live.last_seq = rows[-1].seq
@@ -1419,11 +1423,32 @@ def _reaches_event(rows: Sequence[LogRow], seq: int) -> bool:
     return bool(rows) and bool(rows[0].events) and _seq(rows[0].events[0]) <= seq
 
 
-def _remember_salt(live: LiveGame, deal_row: LogRow) -> None:
-    """Keep a committed deal's salt: it stays secret until its hand ends, then is revealed."""
+def _remember_deal(live: LiveGame, deal_row: LogRow) -> None:
+    """Keep a committed deal's salt, which stays secret until its hand ends, then is revealed,
+    and its commitment, which every view shows while the hand is played."""
     hand = deal_row.payload["hand"]
     assert isinstance(hand, int)
     live.salts[hand] = str(deal_row.payload["salt"])
+    live.commitment = _commitment_of(deal_row)
+
+
+def _commitment_of(deal_row: LogRow) -> str:
+    """The commitment a deal row's ``deal_committed`` event published."""
+    for event in deal_row.events:
+        if event.get("kind") == "deal_committed":
+            return str(event.get("commitment"))
+    return ""
+
+
+def _with_commitment(out: dict[str, object], commitment: str) -> dict[str, object]:
+    """``out``, a view, with its hand's deal commitment (RULES.md A.10 item 3: every role sees
+    the deal commitments). The engine's view cannot: the salt, and so the commitment, is the
+    service's. Views had none, so a client that joined mid-hand (GetGame, or a snapshot) could
+    learn the commitment only by replaying the hand's events, which a long game drops."""
+    hand = out["hand"]
+    if isinstance(hand, dict):
+        hand["commitment"] = commitment
+    return out
 
 
 async def _durably(
@@ -1510,13 +1535,16 @@ def _number(events: Sequence[Event], first_seq: int, version: int) -> list[dict[
     ]
 
 
-def _view_with_id(state: GameState, caller: Caller, live: LiveGame) -> dict[str, object]:
-    """The view GetGame gives (``view_of``), for a state not yet stored in ``live``."""
+def _view_with_id(
+    state: GameState, caller: Caller, live: LiveGame, commitment: str
+) -> dict[str, object]:
+    """The view GetGame gives (``view_of``), for a state not yet stored in ``live`` (whose
+    hand's deal commitment is ``commitment``: the action may have dealt it)."""
     out = view(state, caller.view_role)
     out["game_id"] = live.record.game_id
     if live.record.players:  # issue 4: SubmitAction answers "the caller's new view"
         out["players"] = list(live.record.players)
-    return out
+    return _with_commitment(out, commitment)
 
 
 def _shutting_down(after_seq: int, version: int) -> ServiceError:
