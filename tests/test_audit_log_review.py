@@ -310,3 +310,37 @@ async def all_events_so_far(table: Table) -> list[dict[str, Any]]:
 
 def first_commitment(events: Sequence[Mapping[str, Any]]) -> str:
     return str(next(e["commitment"] for e in events if e["kind"] == "deal_committed"))
+
+
+async def test_a_refused_request_shows_nothing_of_its_cards_to_anyone_else(srv: Served) -> None:
+    """A seat's refused meld, pass, discard and play name its own concealed cards: every other
+    seat and the spectator see each entry's ``type`` alone, no code and no hash, and none of
+    those cards anywhere on the page; the seat sees its own entries whole, the adjudicator
+    every entry whole."""
+    table = await new_table(srv.client, "partnership", seed="refused-claims")
+    hand = (await table.adj.view())["hand"]
+    seat = (hand["turn"] + 1) % 4  # not its turn: every request below is refused
+    cards = hand["hands"][seat]
+    secret = set(cards) - set().union(*(hand["hands"][s] for s in range(4) if s != seat))
+    assert secret
+    claims = [
+        {"type": "meld", "cards": cards[:4]},
+        {"type": "pass_cards", "cards": cards[:4]},
+        {"type": "discard", "cards": cards[-3:]},
+        {"type": "play", "card": sorted(secret)[0]},
+        {"type": "exchange_dix"},
+    ]
+    for claim in claims:
+        await refused(table.seats[seat].submit(claim, expected_version=0))
+    whole = await table.adj.audit_log()
+    assert [e["action"] for e in whole] == claims
+    assert all(e["code"] and e["hash"] for e in whole)
+    own = await table.seats[seat].audit_log()
+    assert [(e["action"], e["code"]) for e in own] == [(e["action"], e["code"]) for e in whole]
+    others = [table.seats[s] for s in range(4) if s != seat] + [table.spec]
+    for session in others:
+        page = await session.audit_log()
+        assert [e["action"] for e in page] == [{"type": c["type"]} for c in claims]
+        assert all(e["code"] == e["hash"] == e["previous_hash"] == "" for e in page)
+        text = json.dumps(page)
+        assert not [card for card in secret if f'"{card}"' in text]
