@@ -836,9 +836,10 @@ async def test_verify_cannot_see_a_rewrite_that_moves_the_head(
     store: GameStore, backend: Backend
 ) -> None:
     """Pinned, as the README says ("What a check finds, and what it cannot"): the chain's head
-    is in the same database, so a truncation with the head moved back, a log rewritten from
-    its first entry with every hash recomputed and the head moved, and a change to the game's
-    own log (not the audit log) all verify as intact. Only a hash kept outside shows them."""
+    is in the same database, so a truncation with the head moved back, a forged entry appended
+    with the head moved on, a log rewritten from its first entry with every hash recomputed and
+    the head moved, and a change to the game's own log (not the audit log) all verify as
+    intact. Only a hash kept outside shows them."""
     await new_game(store)
     await commit_many(store, "g1", 5)
     rows = await store.audit_log("g1")
@@ -848,6 +849,25 @@ async def test_verify_cannot_see_a_rewrite_that_moves_the_head(
     )
     assert await store.verify_audit_log("g1") == AuditVerification(True, 3)
     assert (await store.audit_log("g1"))[-1].hash != rows[-1].hash  # what an outside copy shows
+    forged = rows[3]._replace(code="forged")
+    forged = forged._replace(hash=forged.computed_hash())
+    await backend.sql(
+        "INSERT INTO audit (game_id, seq, time, role, seat, rpc, action, public_action, outcome,"
+        " code, request_id, version, previous_hash, hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            "g1",
+            *forged[:5],
+            json.dumps(forged.action),
+            json.dumps(forged.public_action),
+            *forged[7:],
+        ),
+    )
+    assert not (await store.verify_audit_log("g1")).intact  # appended, the head not moved
+    await backend.sql(
+        "UPDATE games SET audit_seq = 4, audit_head = ? WHERE game_id = ?", (forged.hash, "g1")
+    )
+    assert await store.verify_audit_log("g1") == AuditVerification(True, 4)
 
     await new_game(store, "g2")
     await commit_many(store, "g2", 3)
