@@ -36,6 +36,8 @@ from tests.service_helpers import (
     refused,
     serving,
 )
+from tests.test_postgres_review import _replica
+from tests.test_store import postgres_marks, postgres_schema
 
 ZEROS = "0" * 64
 DEAL_KEYS = {"hands", "widow", "stock", "turn_up"}
@@ -344,3 +346,20 @@ async def test_a_refused_request_shows_nothing_of_its_cards_to_anyone_else(srv: 
         assert all(e["code"] == e["hash"] == e["previous_hash"] == "" for e in page)
         text = json.dumps(page)
         assert not [card for card in secret if f'"{card}"' in text]
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+async def test_another_replica_shows_the_commitment_it_folded_in(backend: str) -> None:
+    """PostgreSQL replicas: the hand another replica dealt is folded in from the log with its
+    commitment, so both replicas' views show the same one (each replica kept its own copy
+    of the deal's commitment only where it dealt the hand)."""
+    with postgres_schema("test_audit_review") as schema:
+        async with _replica(schema) as one, _replica(schema) as two:
+            table = await new_table(one.client, "partnership", {"target": 5000})
+            await play(table, random.Random(5), hands=1)
+            here = (await table.adj.view())["hand"]
+            there = (await table.through(two.client).adj.view())["hand"]
+            assert here["number"] == there["number"] == 1
+            assert there["commitment"] == here["commitment"] != ""
+            first = await table.through(two.client).spec.check_audit_log()
+            assert first.intact and first.entries > 0
