@@ -707,3 +707,34 @@ async def test_finished_games_leave_memory_least_recently_used_first(tmp_path: P
         assert await first.adj.export() == record
         assert list(games.finished) == [first.game_id]  # rebuilt, it is the most recent now
         assert view["over"] and not games.games
+
+
+# A password each of these URLs holds, in a form libpq cannot parse: it refuses the URL quoting
+# the part it could not read, which may be the password itself or the whole URL.
+UNPARSABLE_URLS = (
+    "postgresql://referee:hunter2 secret@127.0.0.1:5432/referee",  # a space, not %20
+    "postgresql://referee:hunter2-secret@[::1/referee",  # a bracket left open: the URL quoted
+    "postgresql://referee:hunter2%2Dsecret@[::1/referee",  # the same, percent-encoded
+    "postgresql://[::1/referee?sslmode=require&password=hunter2-secret",  # the query's form
+)
+
+
+@pytest.mark.parametrize("url", UNPARSABLE_URLS)
+def test_a_database_url_that_cannot_be_parsed_is_refused_without_its_password(url: str) -> None:
+    """Was: ``start_failed`` quoted libpq's refusal as it was, ``unexpected spaces found in
+    "hunter2 secret"`` or ``... in URI: "postgresql://referee:hunter2-secret@[::1/referee"``,
+    so the log (and ``downgrade``'s error) held the password; now it is starred."""
+    completed = _serve_process(Path("unused.db"), "--db", url, "--port", "0", "--metrics-port", "0")
+    reason = _start_failed(completed)
+    assert reason.startswith("cannot open PostgreSQL at the configured database: ")
+    assert "***" in reason
+    downgrade = subprocess.run(
+        [sys.executable, "-m", "referee.cli", "downgrade", "--to", "1", "--db", url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert downgrade.returncode == 1 and "cannot downgrade PostgreSQL" in downgrade.stderr
+    for output in (completed.stdout + completed.stderr, downgrade.stdout + downgrade.stderr):
+        assert "hunter2" not in output, output

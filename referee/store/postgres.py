@@ -59,10 +59,12 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from functools import partial
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
 import psycopg
 from psycopg import sql
@@ -303,8 +305,44 @@ def with_defaults(url: str) -> str:
     return make_conninfo(url, **{k: v for k, v in CONNECTION_DEFAULTS.items() if k not in given})
 
 
-def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
+def _one_line(error: BaseException, hidden: Sequence[str] = ()) -> str:
+    """``error``'s text on one line, with each of ``hidden`` (``secrets_of`` the URL) starred."""
+    text = " ".join(str(error).split())
+    for secret in hidden:
+        text = text.replace(secret, "***")
+    return text
+
+
+_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^/?#]*)@")
+_PASSWORD_PARAMETER = re.compile(
+    r"""(?:^|[?&\s])password\s*=\s*(?P<value>'(?:[^'\\]|\\.)*'|[^&\s]+)""", re.IGNORECASE
+)
+
+
+def secrets_of(url: str) -> list[str]:
+    """The passwords ``url`` holds, as any error text might quote them, longest first: a URL's
+    user information and its password, a ``password`` parameter of its query or of a
+    ``key=value`` connection string, each as written and percent-decoded.
+
+    Read with patterns, not a parser: libpq refuses a malformed URL quoting the part it cannot
+    read, and that part may be the password (``unexpected spaces found in "pass word"``, or
+    the whole URL for a bracket left open), so the store's messages, logged as
+    ``start_failed``, printed the password of the very URLs a parser cannot take apart."""
+    found: set[str] = set()
+    match = _USERINFO.match(url.strip())
+    if match is not None:
+        userinfo = match["userinfo"]
+        found.add(userinfo)
+        _, colon, password = userinfo.partition(":")
+        if colon:
+            found.add(password)
+    for match in _PASSWORD_PARAMETER.finditer(url):
+        value = match["value"]
+        found.add(value)
+        if value.startswith("'") and value.endswith("'") and len(value) > 1:
+            found.add(value[1:-1])
+    found |= {unquote(secret) for secret in found}
+    return sorted((secret for secret in found if secret), key=len, reverse=True)
 
 
 async def _game_exists(conn: Connection, game_id: str) -> bool:
@@ -348,6 +386,7 @@ class PostgresStore:
         if schema is not None and not schema:
             raise ValueError("schema must be a name or None")
         self.url = url
+        self._hidden = secrets_of(url)  # starred in every error text (_one_line)
         self.schema = schema
         self.min_size = min_size
         self.max_size = max_size
@@ -367,6 +406,10 @@ class PostgresStore:
         self._pending: set[asyncio.Task[Any]] = set()
         self.listener_pid = 0  # the backend pid of the current changes() connection (tests)
 
+    def _said(self, error: BaseException) -> str:
+        """``error``'s text on one line, with the passwords of this store's URL starred."""
+        return _one_line(error, self._hidden)
+
     # -- life cycle ------------------------------------------------------------------------
 
     async def open(self) -> None:
@@ -379,7 +422,7 @@ class PostgresStore:
             self._conninfo = with_defaults(self.url)
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot open PostgreSQL at {describe(self.url)}: {_one_line(exc)}"
+                f"cannot open PostgreSQL at {describe(self.url)}: {self._said(exc)}"
             ) from exc
         pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             self._conninfo,
@@ -408,7 +451,7 @@ class PostgresStore:
             await pool.close()
             if isinstance(exc, psycopg.Error):
                 raise StoreError(
-                    f"cannot open PostgreSQL at {describe(self.url)}: {_one_line(exc)}"
+                    f"cannot open PostgreSQL at {describe(self.url)}: {self._said(exc)}"
                 ) from exc
             raise
         if self.serving:
@@ -600,7 +643,7 @@ class PostgresStore:
                     )
         except psycopg.Error as exc:
             raise StoreError(
-                f"cannot downgrade PostgreSQL at {describe(self.url)}: {_one_line(exc)}"
+                f"cannot downgrade PostgreSQL at {describe(self.url)}: {self._said(exc)}"
             ) from exc
         return current
 
@@ -647,7 +690,7 @@ class PostgresStore:
             async with pool.connection() as conn, conn.transaction():
                 return await work(conn)
         except psycopg.Error as exc:
-            raise StoreError(f"the transaction failed: {_one_line(exc)}") from exc
+            raise StoreError(f"the transaction failed: {self._said(exc)}") from exc
 
     async def _read(self, query: Callable[[Connection], Awaitable[T]]) -> T:
         if self._closed:
@@ -657,7 +700,7 @@ class PostgresStore:
             async with pool.connection() as conn:
                 return await query(conn)
         except psycopg.Error as exc:
-            raise StoreError(f"read failed: {_one_line(exc)}") from exc
+            raise StoreError(f"read failed: {self._said(exc)}") from exc
 
     async def _write(self, game_id: str, work: Callable[[Connection], Awaitable[T]]) -> T:
         """Run ``work`` in a transaction after every write of ``game_id`` submitted before it.
@@ -962,7 +1005,7 @@ class PostgresStore:
             except psycopg.Error as exc:
                 if conn is not None:
                     await conn.close()
-                log.warning("cannot connect to listen for changes: %s", _one_line(exc))
+                log.warning("cannot connect to listen for changes: %s", self._said(exc))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX_SECONDS)
                 continue
@@ -1000,7 +1043,7 @@ class PostgresStore:
             except (psycopg.Error, StoreError) as exc:
                 if self._closed:
                     break
-                log.warning("listening for changes failed, reconnecting: %s", _one_line(exc))
+                log.warning("listening for changes failed, reconnecting: %s", self._said(exc))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RECONNECT_MAX_SECONDS)
             finally:
