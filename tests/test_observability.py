@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import re
 import time
+import urllib.request
+from collections import Counter
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -18,15 +21,29 @@ from typing import Any
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from pinochle_client import RefereeClient
 from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.service import logline
 from referee.service.observability import ObservabilityInterceptor, UtcTimestamp, configure_logging
 from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
-from tests.service_helpers import bearer, health_stub, log_lines, new_table, refused, serving
+from tests.service_helpers import (
+    SHORT_GAME,
+    bearer,
+    free_port,
+    health_stub,
+    log_lines,
+    new_table,
+    play,
+    refused,
+    serving,
+    stream_refused,
+)
+from tests.test_service_crash import running
 from tests.test_store import POSTGRES_URL, new_game, postgres_marks, postgres_schema
 
 
@@ -78,11 +95,14 @@ async def test_one_canonical_json_line_per_rpc(
 
 
 SERVICE = "pinochle.referee.v1.RefereeService"
+HEALTH = "grpc.health.v1.Health"
+REFLECTION_SERVICE = "grpc.reflection.v1alpha.ServerReflection"
+REFLECTION = "ServerReflectionInfo"
 
 
 def _counts() -> dict[str, float]:
     """The metrics one partnership game's bids move, by a short name."""
-    submit = {"grpc_service": SERVICE, "grpc_method": "SubmitAction"}
+    submit = {"grpc_type": "unary", "grpc_service": SERVICE, "grpc_method": "SubmitAction"}
     bid = {"variant": "partnership", "action": "bid"}
     return {
         "ok": _sample("grpc_server_handled_total", **submit, grpc_code="OK"),
@@ -388,6 +408,7 @@ async def test_a_stream_its_client_leaves_mid_answer_is_logged_and_counted_cance
         }
     )
     handled = {
+        "grpc_type": "server_stream",
         "grpc_service": "pinochle.referee.v1.RefereeService",
         "grpc_method": "AuditRecords",
         "grpc_code": "CANCELLED",
@@ -408,3 +429,171 @@ async def test_a_stream_its_client_leaves_mid_answer_is_logged_and_counted_cance
         )
         assert REGISTRY.get_sample_value("grpc_server_handled_total", handled) == before + 1
         assert "never retrieved" not in capfd.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# A real server's metrics page, scraped while a game is played and every kind of call refused
+
+GRPC_LABELS = {"grpc_type", "grpc_service", "grpc_method"}
+STREAM_TYPES = {
+    "WatchGame": "server_stream",
+    "AuditRecords": "server_stream",
+    "Watch": "server_stream",
+}
+
+
+def _scraped(port: int) -> list[Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
+        return list(text_string_to_metric_families(page.read().decode()))
+
+
+def _handled(families: list[Any]) -> Counter[tuple[str, str, str, str]]:
+    """grpc_server_handled_total by (type, service, method, code)."""
+    found: Counter[tuple[str, str, str, str]] = Counter()
+    for family in families:
+        for sample in family.samples:
+            if sample.name == "grpc_server_handled_total":
+                labels = sample.labels
+                key = (
+                    labels["grpc_type"],
+                    labels["grpc_service"],
+                    labels["grpc_method"],
+                    labels["grpc_code"],
+                )
+                found[key] += int(sample.value)
+    return found
+
+
+async def _until_counted(port: int, calls: int, within: float = 15.0) -> list[Any]:
+    """The page once it counts ``calls`` handled RPCs (a stream its client cancelled is
+    counted when the server notices), or whatever it says after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            families = await asyncio.to_thread(_scraped, port)
+        except OSError:  # the metrics server starts just after the gRPC one
+            families = []
+        if sum(_handled(families).values()) >= calls or time.monotonic() > deadline:
+            return families
+        await asyncio.sleep(0.05)
+
+
+async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_labels(
+    tmp_path: Path,
+) -> None:
+    """``pinochle-referee serve`` scraped after a game, refusals of every kind, streams left
+    by their clients, health checks, a reflection call and calls to made-up methods.
+
+    Was: the gRPC metrics had no ``grpc_type`` label (go-grpc-prometheus and
+    py-grpc-prometheus label by grpc_type, grpc_service, grpc_method and grpc_code, and their
+    dashboards select on it), and a bidirectional stream (the reflection service's, which
+    grpcurl calls) went through the interceptor unwrapped: no log line and no count."""
+    metrics_port = free_port()
+    log = tmp_path / "server.log"
+    flags = ("--metrics-port", str(metrics_port), "--max-watchers", "1", "--max-games", "1")
+    made: Counter[tuple[str, str, str, str]] = Counter()
+
+    def made_call(method: str, code: str, service: str = SERVICE) -> None:
+        kind = STREAM_TYPES.get(method, "bidi_stream" if method == REFLECTION else "unary")
+        made[kind, service, method, code] += 1
+
+    with running(tmp_path / "referee.db", free_port(), log, *flags) as server:
+        await server.wait_serving()
+        async with RefereeClient(server.address) as client:
+            channel: Any = client.channel  # raw calls: bytes, made-up paths, reflection
+            health = health_stub(channel)
+            # wait_serving's health checks are counted too: count them by the page itself.
+            before = _handled(await _until_counted(metrics_port, 1))
+            made.update(before)
+            table = await new_table(client, "two-handed", SHORT_GAME["two-handed"], seed="page")
+            made_call("CreateGame", "OK")
+            steps = await play(table, random.Random(3))
+            # Each step: the adjudicator's GetGame, ListLegalActions per seat asked, a submit;
+            # the bots' calls are counted from the log below, the page must match them.
+            del steps
+            await refused(table.seats[0].submit({"type": "pass"}))
+            made_call("SubmitAction", "FAILED_PRECONDITION")  # the game is over
+            other = await new_table(client, "partnership", seed="page-2")
+            made_call("CreateGame", "OK")
+            await refused(other.seats[3].submit({"type": "bid", "amount": 260}))
+            made_call("SubmitAction", "FAILED_PRECONDITION")  # NOT_YOUR_TURN
+            await refused(other.seats[1].submit({"type": "pass"}, expected_version=9))
+            made_call("SubmitAction", "ABORTED")
+            stub = client.referee
+            unknown = pb.GetGameRequest(game_id="no-such-game")
+            await refused(stub.GetGame(unknown, metadata=bearer("a-token")))
+            made_call("GetGame", "NOT_FOUND")
+            get = pb.GetGameRequest(game_id=other.game_id)
+            await refused(stub.GetGame(get))
+            made_call("GetGame", "UNAUTHENTICATED")
+            garbled = channel.unary_unary(f"/{SERVICE}/GetGame")
+            await refused(garbled(b"\xff\xff\xff"))
+            made_call("GetGame", "INVALID_ARGUMENT")
+            await refused(new_table(client, "partnership"))
+            made_call("CreateGame", "RESOURCE_EXHAUSTED")  # TOO_MANY_GAMES
+            watch = stub.WatchGame(
+                pb.WatchGameRequest(game_id=other.game_id), metadata=bearer(other.spectator_token)
+            )
+            await watch.read()
+            second = stub.WatchGame(
+                pb.WatchGameRequest(game_id=other.game_id), metadata=bearer(other.spectator_token)
+            )
+            await stream_refused(second)
+            made_call("WatchGame", "RESOURCE_EXHAUSTED")  # TOO_MANY_WATCHERS
+            watch.cancel()
+            made_call("WatchGame", "CANCELLED")
+            await health.Check(health_pb2.HealthCheckRequest(service=""))
+            made_call("Check", "OK", HEALTH)
+            await refused(health.Check(health_pb2.HealthCheckRequest(service="made.up")))
+            made_call("Check", "NOT_FOUND", HEALTH)
+            health_watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
+            await health_watch.read()
+            health_watch.cancel()
+            made_call("Watch", "CANCELLED", HEALTH)
+            reflection: Any = reflection_pb2_grpc.ServerReflectionStub(channel)
+            listing = reflection_pb2.ServerReflectionRequest(list_services="")
+            async for answer in reflection.ServerReflectionInfo(iter([listing])):
+                assert SERVICE in {s.name for s in answer.list_services_response.service}
+            made_call(REFLECTION, "OK", REFLECTION_SERVICE)
+            for path in (f"/{SERVICE}/NoSuchMethod", "/no.such.Service/GetGame", "/x"):
+                await refused(channel.unary_unary(path)(b""))
+        rpc_lines = [
+            json.loads(line)
+            for line in log.read_text().splitlines()
+            if line.startswith("{") and json.loads(line).get("event") == "rpc"
+        ]
+        for line in rpc_lines:  # the bots' calls, as the log has them (each line checked below)
+            if (
+                line["rpc"] in ("GetGame", "ListLegalActions", "SubmitAction")
+                and line.get("game") == table.game_id
+                and line["grpc_code"] == "OK"
+            ):
+                made_call(line["rpc"], "OK")
+        families = await _until_counted(metrics_port, sum(made.values()))
+    assert _handled(families) == made
+    for family in families:
+        for sample in family.samples:
+            if family.name.startswith("grpc_server_"):
+                assert set(sample.labels) >= GRPC_LABELS, sample
+            for value in sample.labels.values():
+                assert table.game_id not in value and other.game_id not in value, sample
+                assert "token" not in value.lower(), sample
+    seconds: Counter[tuple[str, str, str]] = Counter()
+    for family in families:
+        for sample in family.samples:
+            if sample.name == "grpc_server_handling_seconds_count":
+                labels = sample.labels
+                seconds[labels["grpc_type"], labels["grpc_service"], labels["grpc_method"]] += int(
+                    sample.value
+                )
+    by_method: Counter[tuple[str, str, str]] = Counter()
+    for (kind, service, method, _), count in made.items():
+        by_method[kind, service, method] += count
+    assert seconds == by_method
+    # One canonical line per RPC but the health service's, reflection's included.
+    logged = Counter(line["rpc"] for line in rpc_lines)
+    unhealthy: Counter[str] = Counter()
+    for (_, service, method, _), count in made.items():
+        if service != HEALTH:
+            unhealthy[method] += count
+    assert logged == unhealthy

@@ -142,7 +142,7 @@ async def test_the_metrics_endpoint_serves_the_issues_metrics(tmp_path: Path) ->
     names = {name for name, _ in samples}
     for metric in ISSUE_METRICS:
         assert metric in names or f"{metric}_count" in names, f"{metric} missing"
-    submit = (("grpc_method", "SubmitAction"), ("grpc_service", SERVICE))
+    submit = (("grpc_method", "SubmitAction"), ("grpc_service", SERVICE), ("grpc_type", "unary"))
     assert samples["grpc_server_handled_total", (("grpc_code", "OK"), *submit)] == 1
     assert samples["grpc_server_handling_seconds_count", submit] == 2
     bid = (("action", "bid"), ("result", "accepted"), ("variant", "partnership"))
@@ -451,7 +451,7 @@ async def test_calls_beyond_max_pending_calls_are_refused_resource_exhausted(
         return await list_variants(self, request, context)
 
     monkeypatch.setattr(servicers_module.RefereeServicer, "ListVariants", slow)
-    handled = ("pinochle.referee.v1.RefereeService", "ListVariants", "RESOURCE_EXHAUSTED")
+    handled = ("unary", "pinochle.referee.v1.RefereeService", "ListVariants", "RESOURCE_EXHAUSTED")
     before = _handled(*handled)
     async with serving(tmp_path, max_pending_calls=5) as srv:
         configure_logging("json")  # serving() quiets the logs; this test reads them
@@ -489,8 +489,8 @@ async def test_calls_beyond_max_pending_calls_are_refused_resource_exhausted(
     assert _handled(*handled) - before == 15
 
 
-def _handled(service: str, method: str, code: str) -> float:
-    labels = {"grpc_service": service, "grpc_method": method, "grpc_code": code}
+def _handled(kind: str, service: str, method: str, code: str) -> float:
+    labels = {"grpc_type": kind, "grpc_service": service, "grpc_method": method, "grpc_code": code}
     return REGISTRY.get_sample_value("grpc_server_handled_total", labels) or 0.0
 
 

@@ -429,6 +429,7 @@ async def test_request_size_is_limited_and_a_refused_request_is_logged_and_count
         size = request.ByteSize()
         assert limit < size <= 4 * limit
         handled = {
+            "grpc_type": "unary",
             "grpc_service": "pinochle.referee.v1.RefereeService",
             "grpc_method": "SubmitAction",
             "grpc_code": "RESOURCE_EXHAUSTED",
@@ -1467,9 +1468,16 @@ async def test_health_watch_and_reflection_streams_are_capped(
         lines = await log_lines(capfd, 2)
         refused_lines = [line for line in lines if line.get("code") == "TOO_MANY_STREAMS"]
         assert sorted(line["rpc"] for line in refused_lines) == ["ServerReflectionInfo", "Watch"]
-        assert _handled("grpc.health.v1.Health", "Watch", "RESOURCE_EXHAUSTED") >= 1
+        assert (
+            _handled("server_stream", "grpc.health.v1.Health", "Watch", "RESOURCE_EXHAUSTED") >= 1
+        )
         reflection_service = "grpc.reflection.v1alpha.ServerReflection"
-        assert _handled(reflection_service, "ServerReflectionInfo", "RESOURCE_EXHAUSTED") >= 1
+        assert (
+            _handled(
+                "bidi_stream", reflection_service, "ServerReflectionInfo", "RESOURCE_EXHAUSTED"
+            )
+            >= 1
+        )
         # A unary Check is no stream: answered, as is a WatchGame (--max-watchers' own count).
         checked = await health.Check(health_pb2.HealthCheckRequest())
         assert checked.status == health_pb2.HealthCheckResponse.SERVING
@@ -1511,8 +1519,8 @@ async def test_health_watch_and_reflection_streams_are_capped(
                 await asyncio.sleep(0.05)
 
 
-def _handled(service: str, method: str, code: str) -> float:
-    labels = {"grpc_service": service, "grpc_method": method, "grpc_code": code}
+def _handled(kind: str, service: str, method: str, code: str) -> float:
+    labels = {"grpc_type": kind, "grpc_service": service, "grpc_method": method, "grpc_code": code}
     return REGISTRY.get_sample_value("grpc_server_handled_total", labels) or 0.0
 
 

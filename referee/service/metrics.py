@@ -8,13 +8,13 @@ from prometheus_client import Counter, Gauge, Histogram
 
 GRPC_HANDLED = Counter(
     "grpc_server_handled_total",
-    "RPCs completed on the server, by service, method and status code.",
-    ["grpc_service", "grpc_method", "grpc_code"],
+    "RPCs completed on the server, by type, service, method and status code.",
+    ["grpc_type", "grpc_service", "grpc_method", "grpc_code"],
 )
 GRPC_SECONDS = Histogram(
     "grpc_server_handling_seconds",
     "Time to handle an RPC on the server.",
-    ["grpc_service", "grpc_method"],
+    ["grpc_type", "grpc_service", "grpc_method"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 ACTIONS = Counter(
@@ -61,17 +61,28 @@ STORE_COMMIT_SECONDS = Histogram(
 )
 
 
+# The gRPC metrics' labels are go-grpc-prometheus's and py-grpc-prometheus's, so their
+# dashboards and alerts work unchanged: grpc_type (these values), grpc_service, grpc_method and
+# grpc_code (the status code's name, OK or RESOURCE_EXHAUSTED, as py-grpc-prometheus writes it).
+UNARY, SERVER_STREAM, CLIENT_STREAM, BIDI_STREAM = (
+    "unary",
+    "server_stream",
+    "client_stream",
+    "bidi_stream",
+)
+
+
 # ``labels()`` validates and locks on every call; every RPC updates several of these, so the
 # labelled children are looked up once per label set (all label values come from closed sets:
-# method names, status codes, variants, action types, A.5 codes).
+# method types, method names, status codes, variants, action types, A.5 codes).
 @functools.cache
-def grpc_handled(service: str, method: str, code: str) -> Counter:
-    return GRPC_HANDLED.labels(service, method, code)
+def grpc_handled(kind: str, service: str, method: str, code: str) -> Counter:
+    return GRPC_HANDLED.labels(kind, service, method, code)
 
 
 @functools.cache
-def grpc_seconds(service: str, method: str) -> Histogram:
-    return GRPC_SECONDS.labels(service, method)
+def grpc_seconds(kind: str, service: str, method: str) -> Histogram:
+    return GRPC_SECONDS.labels(kind, service, method)
 
 
 @functools.cache

@@ -270,42 +270,74 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         return wrapped
 
     def _wrap(self, method: str, handler: Any) -> Any:
-        """``handler`` with the log line, the metrics and the refusal handling around it."""
+        """``handler`` with the log line, the metrics and the refusal handling around it.
+
+        Every kind of method: the reflection service's is a bidirectional stream, which was
+        returned unwrapped, so its calls (grpcurl's, say) had no log line and were in no metric.
+        A request stream's messages are decoded by gRPC as they come (``_tolerant`` is for
+        one request, which the handler receives whole).
+        """
         _, _, path = method.partition("/")
         service, _, name = path.partition("/")
+        decode = handler.request_deserializer
+        encode = handler.response_serializer
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._called(service, name, handler.unary_unary, self._counted(service, name)),
-                request_deserializer=_tolerant(
-                    handler.request_deserializer, self.max_message_bytes
+                self._called(
+                    metrics.UNARY, service, name, handler.unary_unary, self._counted(service, name)
                 ),
-                response_serializer=handler.response_serializer,
+                request_deserializer=_tolerant(decode, self.max_message_bytes),
+                response_serializer=encode,
             )
         if handler.unary_stream is not None:
-            inner = handler.unary_stream
             # Issue 4 (gRPC health): a handler that sends with ``context.write`` (the health
             # service's Watch) is a coroutine, not an async generator; wrapping it in
             # ``async for`` failed every health Watch with UNKNOWN.
             return grpc.unary_stream_rpc_method_handler(
-                self._streamed(service, name, inner, self._counted(service, name))
-                if inspect.isasyncgenfunction(inner)
-                else self._called(service, name, inner, self._counted(service, name)),
-                request_deserializer=_tolerant(
-                    handler.request_deserializer, self.max_message_bytes
+                self._either(
+                    metrics.SERVER_STREAM,
+                    service,
+                    name,
+                    handler.unary_stream,
+                    self._counted(service, name),
                 ),
-                response_serializer=handler.response_serializer,
+                request_deserializer=_tolerant(decode, self.max_message_bytes),
+                response_serializer=encode,
             )
-        if handler.stream_stream is not None:
-            # Reflection's one method: its log line, grpc_server_handled_total, and a refusal
-            # (its stream cap) given its rich status, as every other call's; it was passed
-            # through bare, so a ServiceError it raised reached the client as UNKNOWN. Its
-            # requests are read by grpc_reflection's own loop, so they keep gRPC's decoder.
-            return grpc.stream_stream_rpc_method_handler(
-                self._streamed(service, name, handler.stream_stream, self._counted(service, name)),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._called(
+                    metrics.CLIENT_STREAM,
+                    service,
+                    name,
+                    handler.stream_unary,
+                    self._counted(service, name),
+                ),
+                request_deserializer=decode,
+                response_serializer=encode,
             )
-        return handler
+        # Reflection's one method is a bidirectional stream: its log line,
+        # grpc_server_handled_total, and a refusal (its stream cap) given its rich status, as
+        # every other call's; passed through bare, a ServiceError it raised reached the client as
+        # UNKNOWN. Its requests are read by grpc_reflection's own loop, so they keep gRPC's
+        # decoder.
+        return grpc.stream_stream_rpc_method_handler(
+            self._either(
+                metrics.BIDI_STREAM,
+                service,
+                name,
+                handler.stream_stream,
+                self._counted(service, name),
+            ),
+            request_deserializer=decode,
+            response_serializer=encode,
+        )
+
+    def _either(self, kind: str, service: str, name: str, inner: Any, counted: bool) -> Any:
+        """A streaming handler wrapped as what it is: an async generator, or a coroutine."""
+        if inspect.isasyncgenfunction(inner):
+            return self._streamed(kind, service, name, inner, counted)
+        return self._called(kind, service, name, inner, counted)
 
     @staticmethod
     def _counted(service: str, name: str) -> bool:
@@ -322,7 +354,12 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         )
 
     def _called(
-        self, service: str, name: str, inner: Callable[..., Awaitable[Any]], counted: bool
+        self,
+        kind: str,
+        service: str,
+        name: str,
+        inner: Callable[..., Awaitable[Any]],
+        counted: bool,
     ) -> Callable[..., Awaitable[Any]]:
         """A coroutine handler (a unary call, or a stream sent with ``context.write``) wrapped.
 
@@ -353,12 +390,17 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             finally:
                 if counted:
                     self.open_calls -= 1
-                self._close(service, name, context, line, started, ending)
+                self._close(kind, service, name, context, line, started, ending)
 
         return call
 
     def _streamed(
-        self, service: str, name: str, inner: Callable[..., AsyncIterator[Any]], counted: bool
+        self,
+        kind: str,
+        service: str,
+        name: str,
+        inner: Callable[..., AsyncIterator[Any]],
+        counted: bool,
     ) -> Callable[..., AsyncIterator[Any]]:
         """An async-generator stream handler wrapped (see ``_called``)."""
 
@@ -388,7 +430,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             finally:
                 if counted:
                     self.open_calls -= 1
-                self._close(service, name, context, line, started, ending, fields)
+                self._close(kind, service, name, context, line, started, ending, fields)
 
         return stream
 
@@ -423,6 +465,7 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
     def _close(
         self,
+        kind: str,
         service: str,
         name: str,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
@@ -441,8 +484,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             elif ending == "FAILED":
                 code = "INTERNAL"
         elapsed = time.perf_counter() - started
-        metrics.grpc_handled(service, name, code).inc()
-        metrics.grpc_seconds(service, name).observe(elapsed)
+        metrics.grpc_handled(kind, service, name, code).inc()
+        metrics.grpc_seconds(kind, service, name).observe(elapsed)
         fields = logline.end(line, fields_of_stream)
         # A health call is logged only when it was refused or failed (an outcome set): probes
         # call Check every few seconds, and a line each would bury the game calls' lines.
