@@ -185,7 +185,7 @@ async def test_a_commit_under_way_when_the_deadline_expires_is_finished(
 
     assert (await follower).version == 2
     line = await rpc_line(capfd, rpc="SubmitAction", request_id="bid-1")
-    assert line["grpc_code"] == "CANCELLED" and line["game"] == table.game_id
+    assert line["grpc_code"] == "DEADLINE_EXCEEDED" and line["game"] == table.game_id
     assert (line["outcome"], line["version"], line["seat"]) == ("accepted", 1, 1)
     assert (await table.adj.view())["version"] == 2
     assert (await next_event(watch, 1))["kind"] == "call"  # watchers were told
@@ -311,5 +311,9 @@ async def test_a_create_game_cancelled_during_its_write_is_still_registered(
     (created,) = set(games.games) - before
     assert created in await store.list_games(active_only=True)
     line = await rpc_line(capfd, rpc="CreateGame")
-    assert (line["grpc_code"], line["outcome"], line["game"]) == ("CANCELLED", "created", created)
+    assert (line["grpc_code"], line["outcome"], line["game"]) == (
+        "DEADLINE_EXCEEDED",
+        "created",
+        created,
+    )
     assert len(games.games) == await store.count_active_games()

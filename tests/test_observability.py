@@ -550,6 +550,14 @@ async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_label
             await health_watch.read()
             health_watch.cancel()
             made_call("Watch", "CANCELLED", HEALTH)
+            # A stream that never ends by itself, cut by its deadline: DEADLINE_EXCEEDED (was
+            # counted CANCELLED, as if the client had gone away).
+            expiring = health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=0.5)
+            with pytest.raises(grpc.aio.AioRpcError) as expired:
+                async for _ in expiring:
+                    pass
+            assert expired.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            made_call("Watch", "DEADLINE_EXCEEDED", HEALTH)
             reflection: Any = reflection_pb2_grpc.ServerReflectionStub(channel)
             listing = reflection_pb2.ServerReflectionRequest(list_services="")
             async for answer in reflection.ServerReflectionInfo(iter([listing])):

@@ -132,7 +132,7 @@ def _orjson_text(event: Any, **_: Any) -> str:
     return _orjson_line(event).decode()
 
 
-_DEFAULT_OUTCOME = {"OK": "ok", "CANCELLED": "cancelled"}
+_DEFAULT_OUTCOME = {"OK": "ok", "CANCELLED": "cancelled", "DEADLINE_EXCEEDED": "cancelled"}
 
 
 # gRPC itself refuses a request larger than its receive limit before any handler or interceptor
@@ -477,7 +477,14 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         """Count the call and write its canonical line. ``ending`` is OK, CANCELLED, or FAILED
         (it raised: the status it was refused or failed with names it)."""
         code = ending
-        if ending != "CANCELLED":
+        if ending == "CANCELLED":
+            remaining = context.time_remaining()
+            if remaining is not None and remaining <= 0:
+                # gRPC cancels the handler when the client's deadline passes; the client sees
+                # DEADLINE_EXCEEDED, and so do the metrics (go-grpc-prometheus counts it so),
+                # not CANCELLED, which says the client went away.
+                code = "DEADLINE_EXCEEDED"
+        else:
             status = context.code()
             if status is not None and (ending == "OK" or status != grpc.StatusCode.OK):
                 code = status.name if hasattr(status, "name") else str(status)
