@@ -21,6 +21,7 @@ from referee.cli import build_parser
 from referee.service.errors import ServiceError
 from referee.service.games import Created, GameManager
 from referee.service.settings import ENV_PREFIX, IDLE_AFTER, Settings, settings_from
+from referee.store.base import AuditRow, Commit
 from referee.store.postgres import PostgresStore
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import Served, Table, new_table, play, play_step, refused, serving
@@ -523,3 +524,80 @@ async def test_a_game_rebuilt_from_its_log_holds_what_the_played_one_holds(
         assert rebuilt.state == played.state
         assert len(rebuilt.events) > 50 and rebuilt.events == played.events
         assert all(type(event) is str for event in rebuilt.events)
+
+
+async def _one_action_short(srv: Served, kind: str) -> tuple[Table, random.Random]:
+    """A game whose next action ends it (``ends``) or wakes it (``wakes``; it is idle, and out
+    of the gauge since a recount), and the bots' generator that plays that action."""
+    games = srv.running.games
+    options = {"target": 1}
+    if kind == "wakes":
+        table = await new_table(srv.client, "partnership", options, seed="gauge")
+        _advance(srv, IDLE + 1)
+        await games.recount_active_games()
+        assert _games_active() == 0
+        return table, random.Random(5)
+    rehearsal = await new_table(srv.client, "partnership", options, seed="gauge")
+    steps = len(await play(rehearsal, random.Random(5)))  # the same deal and choices, below
+    table = await new_table(srv.client, "partnership", options, seed="gauge")
+    rng = random.Random(5)
+    for _ in range(steps - 1):
+        assert await play_step(table, rng) is not None
+    assert not (await table.adj.view())["over"]
+    return table, rng
+
+
+@pytest.mark.parametrize("kind", ["ends", "wakes"])
+@pytest.mark.parametrize("landed", ["during the read", "before the read"])
+async def test_a_game_that_ends_or_wakes_while_the_gauge_is_recounted_is_counted_right(
+    srv: Served, monkeypatch: pytest.MonkeyPatch, kind: str, landed: str
+) -> None:
+    """Was: the recount set the gauge to the store's number as it was read, so a game whose
+    action ended or woke it while the store read left the gauge one off until the next
+    recount (15 s later): counted though it had ended, when its commit landed after the read
+    began and was acknowledged before the read ended; counted as ended twice, or woken twice,
+    when its commit landed before the read and was acknowledged after it. Now such games are
+    left out of the read and counted from memory (the read made again for one that began
+    meanwhile)."""
+    games = srv.running.games
+    store = games.store
+    table, rng = await _one_action_short(srv, kind)
+    entered, gate = asyncio.Event(), asyncio.Event()
+    if landed == "during the read":
+        count: Callable[..., Awaitable[int]] = store.count_active_games
+        reads = 0
+
+        async def held_read(*args: Any, **kwargs: Any) -> int:
+            nonlocal reads
+            reads += 1
+            counted = await count(*args, **kwargs)
+            if reads == 1:  # the first read has its number; the action comes meanwhile
+                entered.set()
+                await asyncio.wait_for(gate.wait(), 30)
+            return counted
+
+        monkeypatch.setattr(store, "count_active_games", held_read)
+        recount = asyncio.ensure_future(games.recount_active_games())
+        await asyncio.wait_for(entered.wait(), 30)
+        assert await play_step(table, rng) is not None
+        gate.set()
+        await recount
+    else:
+        commit: Callable[[Commit], Awaitable[AuditRow]] = store.commit
+
+        async def held_commit(committed: Commit) -> AuditRow:
+            row = await commit(committed)  # durable: the read below sees it
+            entered.set()
+            await asyncio.wait_for(gate.wait(), 30)
+            return row
+
+        monkeypatch.setattr(store, "commit", held_commit)
+        step = asyncio.ensure_future(play_step(table, rng))
+        await asyncio.wait_for(entered.wait(), 30)
+        await games.recount_active_games()
+        gate.set()
+        assert await step is not None
+    monkeypatch.undo()
+    assert (await table.adj.view())["over"] == (kind == "ends")
+    assert _games_active() == await store.count_active_games(games.active_since())
+    assert _games_active() == (kind == "wakes")

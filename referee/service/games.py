@@ -214,6 +214,10 @@ class GameManager:
         self._loading: dict[str, asyncio.Lock] = {}
         self._counting = asyncio.Lock()  # the cap's count and the creations it admits
         self._creating: set[str] = set()  # ids of creations admitted, not yet stored or failed
+        # Actions handed to the store and not yet answered, by game: whether each ends its game
+        # (recount_active_games reads around those that may change what it counts).
+        self._committing: dict[str, bool] = {}
+        self._recount: _Recount | None = None  # the recount reading the store now, if any
         # Games whose announced change could not be folded in (the store failed meanwhile):
         # keep_house tries again, since no further announcement may come for them.
         self.behind: set[str] = set()
@@ -607,21 +611,42 @@ class GameManager:
         and must be taken out when it ends. Judged against the current threshold, such a game
         was counted twice, or its end was never subtracted, until the next recount.
 
-        Creations count exactly once, as for the cap (``create``): none is admitted while the
-        store reads, the ones under way are left out of the read (each adds itself when it is
-        stored), and those of them stored meanwhile are added back, because setting the gauge
-        undoes their own count. Counted by the read alone, a creation stored just before it
-        was counted twice (the read, then its own count), and one stored during it was lost.
+        The read cannot tell whether it saw a write that was under way while it ran, so the
+        games such a write may move in or out of the count are left out of it and counted from
+        memory afterwards, where their state is known: creations under way (none is admitted
+        while the store reads), and games whose action being committed ends them or wakes them
+        (``_moves``). Those left out whose write ends later move the gauge themselves, judged
+        against this recount's threshold. Such a write that begins while the store reads is
+        not left out of that read: the read is made again, leaving it out too, up to
+        ``RECOUNT_READS`` reads (a game ends or wakes during a read of a millisecond or so
+        rarely, twice in a row hardly ever). Before, the gauge took the read's number as it
+        was: a creation stored just before it was counted twice (the read, then its own
+        count), one stored during it lost, and a game that ended or woke during it left the
+        gauge one off until the next recount, 15 s later.
         """
         async with self._counting:
-            since = self.active_since()
-            creating = frozenset(self._creating)
-            count = await self.store.count_active_games(since, excluding=creating)
-            stored_meanwhile = sum(
-                1 for game_id in creating if game_id not in self._creating and game_id in self.games
-            )
+            for _ in range(RECOUNT_READS):
+                since = self.active_since()
+                unsure = set(self._creating)
+                for game_id, ends in self._committing.items():
+                    live = self.games.get(game_id)
+                    if live is None or _moves(live, ends, since):
+                        unsure.add(game_id)
+                recount = self._recount = _Recount(since)
+                try:
+                    count = await self.store.count_active_games(since, excluding=unsure)
+                finally:
+                    self._recount = None
+                if recount.begun <= unsure:
+                    break
+            # (Else a game that began to end or wake during each of the reads, the last one's
+            # may leave the gauge one off until the next recount.)
+            for game_id in unsure:
+                live = self.games.get(game_id)
+                if live is not None and not live.state.over and _counts(live, since):
+                    count += 1
             self.counted_since = since
-            metrics.GAMES_ACTIVE.set(count + stored_meanwhile)
+            metrics.GAMES_ACTIVE.set(count)
 
     # ----------------------------------------------------------------------------------------
     # Who is calling
@@ -931,6 +956,12 @@ class GameManager:
         committed first) changes nothing but folding in that replica's rows.
         """
         started = time.perf_counter()
+        game_id = live.record.game_id
+        ends = accepted.new_state.over
+        self._committing[game_id] = ends
+        recount = self._recount
+        if recount is not None and _moves(live, ends, recount.since):
+            recount.begun.add(game_id)
 
         async def failed(error: BaseException) -> None:  # the caller was cancelled meanwhile
             if isinstance(error, VersionConflict):
@@ -955,6 +986,8 @@ class GameManager:
         except Exception:
             self._maybe_landed(live)
             raise
+        finally:
+            del self._committing[game_id]
         return accepted.response
 
     def _maybe_landed(self, live: LiveGame) -> None:
@@ -1509,6 +1542,31 @@ class _Refused(Exception):
         super().__init__(code)
         self.code = code
         self.error = error
+
+
+# recount_active_games: how many times it reads the store at most when a game ends or wakes
+# during each read.
+RECOUNT_READS = 3
+
+
+@dataclass(slots=True)
+class _Recount:
+    """A recount of ``referee_games_active`` while it reads the store: its threshold, and the
+    games whose commit began meanwhile and may change whether they count (``_moves``)."""
+
+    since: float | None
+    begun: set[str] = field(default_factory=set)
+
+
+def _counts(live: LiveGame, since: float | None) -> bool:
+    """Whether ``live``, a game in progress, counts as active against the threshold ``since``."""
+    return since is None or live.active_at >= since
+
+
+def _moves(live: LiveGame, ends: bool, since: float | None) -> bool:
+    """Whether an action committed to ``live`` changes whether it counts against ``since``:
+    the action ends the game, or the game is idle and the action wakes it."""
+    return ends or not _counts(live, since)
 
 
 class _Accepted(NamedTuple):
