@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from referee.audit import audit_text, verdict_exit_status
 from referee.rules.options import VARIANT_IDS
-from referee.store.base import is_postgres_url
+from referee.store.base import database_argument, is_postgres_url
 
 # Below this many files a process pool costs more than it saves.
 _MIN_FILES_PER_JOB = 8
@@ -277,6 +277,7 @@ def _store_arguments(command: argparse.ArgumentParser, postgres: bool = True) ->
     """``--db`` (and ``--db-schema``) as ``serve`` reads them, from the same variables."""
     command.add_argument(
         "--db",
+        type=database_argument,
         default=os.environ.get("PINOCHLE_REFEREE_DB", "./data/referee.db"),
         help="SQLite path or postgresql:// URL" if postgres else "the SQLite database",
     )

@@ -738,3 +738,28 @@ def test_a_database_url_that_cannot_be_parsed_is_refused_without_its_password(ur
     assert downgrade.returncode == 1 and "cannot downgrade PostgreSQL" in downgrade.stderr
     for output in (completed.stdout + completed.stderr, downgrade.stdout + downgrade.stderr):
         assert "hunter2" not in output, output
+
+
+@pytest.mark.parametrize("given", ["flag", "variable"])
+@pytest.mark.parametrize("command", ["serve", "export"])
+def test_a_libpq_connection_string_for_db_is_refused_without_being_quoted(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], given: str, command: str
+) -> None:
+    """Was: ``--db "host=db dbname=referee password=..."`` (libpq's other form, as a DSN is
+    often handed out) was taken for a SQLite file name: ``serve`` created a database of that
+    name in its working directory, served games no other replica saw, and wrote the string,
+    password and all, on its ``serving`` line. Now it is refused (exit 2), not quoted."""
+    dsn = "host=db.example port=5432 dbname=referee user=referee password=hunter2-secret"
+    flags = ["--db", dsn] if given == "flag" else []
+    if given == "variable":
+        clean_env.setenv(ENV_PREFIX + "DB", dsn)
+    arguments = [command, *flags] + (["some-game"] if command == "export" else [])
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(arguments)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --db: is a libpq key=value connection string" in err
+    assert "postgresql://" in err and "hunter2" not in err
+    # File names and URLs are as they were.
+    for db in ("./data/referee.db", "games=2026.db", "postgresql://db/referee?password=x"):
+        assert build_parser().parse_args(["serve", "--db", db]).db == db

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from referee.service.limits import MIN_RATE
+from referee.store.base import database_argument
 
 ENV_PREFIX = "PINOCHLE_REFEREE_"
 
@@ -142,7 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the gRPC port (0: any free port, named on the serving log line; default %(default)s)",
     )
     # Not %(default)s: a PINOCHLE_REFEREE_DB URL may hold a password, and --help would print it.
-    flag("db", str, f"SQLite path or postgresql://... URL (default {Settings.db})")
+    flag("db", database_argument, f"SQLite path or postgresql://... URL (default {Settings.db})")
     flag(
         "db-schema",
         str,

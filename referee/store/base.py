@@ -20,8 +20,10 @@ acknowledged before that transaction commits.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -60,6 +62,31 @@ def schema_not_current(where: str, current: int, known: int) -> str:
 def is_postgres_url(db: str) -> bool:
     """Whether ``--db`` names a PostgreSQL database (a URL) rather than a SQLite file."""
     return db.startswith(("postgresql://", "postgres://"))
+
+
+# A libpq keyword followed by "=": the mark of a key=value connection string.
+_CONNINFO_KEYWORD = re.compile(
+    r"(?:^|\s)(?:host|hostaddr|port|dbname|user|password|passfile|service|sslmode)\s*="
+)
+
+
+def is_conninfo(db: str) -> bool:
+    """Whether ``db`` is a libpq ``key=value`` connection string (``host=db password=...``),
+    which ``--db`` does not take, rather than a file name or a URL."""
+    return not is_postgres_url(db) and _CONNINFO_KEYWORD.search(db) is not None
+
+
+def database_argument(db: str) -> str:
+    """``--db`` as an argparse type: a SQLite path or a PostgreSQL URL. A libpq ``key=value``
+    connection string is refused without being quoted (exit 2): it was taken for a SQLite
+    file name, so ``serve`` created a database of that name, served games nobody else could
+    see, and wrote the string, password and all, on its ``serving`` log line."""
+    if is_conninfo(db):
+        raise argparse.ArgumentTypeError(
+            "is a libpq key=value connection string, which is not taken here: give it as a"
+            " postgresql://user:password@host:port/dbname URL (a file name would be SQLite)"
+        )
+    return db
 
 
 class StoreError(Exception):
