@@ -11,6 +11,7 @@ audit as legal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -282,3 +283,52 @@ async def test_a_stop_signal_reports_not_serving_then_exits_cleanly(
         async with RefereeClient(server.address) as client:
             view = await client.session(game.game_id, game.adjudicator_token).view()
             assert view["version"] == 1 and view["hand"]["auction"] == [{"seat": 1, "type": "pass"}]
+
+
+# ``serve`` as ``pinochle-referee serve`` runs it, then, once it has returned, the stop signals a
+# second Ctrl-C or a supervisor that signals the process and its group sends as it exits.
+AFTER_THE_STOP = """
+import os, signal, sys
+from referee.service import server
+status = server.main(sys.argv[1:])
+os.kill(os.getpid(), signal.SIGTERM)
+os.kill(os.getpid(), signal.SIGINT)
+print("exiting", status, flush=True)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_stop_signal_after_the_graceful_stop_leaves_the_exit_status_zero(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    """Was: once the server had stopped, asyncio.run closed the loop and its signal handlers
+    with it, so a second SIGTERM killed the process (exit -15) and a second SIGINT raised
+    KeyboardInterrupt (-2): a clean stop reported as a failure. Now both are ignored."""
+    port = free_port()
+    log = tmp_path / "server.log"
+    command = [
+        *(sys.executable, "-c", AFTER_THE_STOP),
+        *("--port", str(port), "--db", str(tmp_path / "referee.db"), "--metrics-port", "0"),
+        *("--log-format", "json"),
+    ]
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=sink)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            check = health_stub(channel).Check
+            for _ in range(300):  # until it serves (bounded)
+                assert process.poll() is None, log.read_text()
+                with contextlib.suppress(grpc.aio.AioRpcError):
+                    reply = await check(health_pb2.HealthCheckRequest(), timeout=1)
+                    if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                        break
+                await asyncio.sleep(0.1)
+        process.send_signal(stop)
+        assert await asyncio.to_thread(process.wait, 30) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    text = log.read_text()
+    assert '"stopped"' in text and "exiting 0" in text and "Traceback" not in text

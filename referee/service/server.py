@@ -638,13 +638,31 @@ async def serve(settings: Settings) -> int:
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.set)  # a second one during the grace: no change
     await stop.wait()
     log.info("shutting_down", grace_seconds=settings.grace_seconds)
     await running.stop(settings.grace_seconds)
+    ignore_stop_signals(loop)
     log.info("stopped")
     return 0
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def ignore_stop_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Ignore SIGTERM and SIGINT from here to the process's end: the server has stopped, and
+    its exit status is to say so (0).
+
+    A second signal after the graceful stop (Ctrl-C pressed twice, or a supervisor that
+    signals the process and its group) found the loop's handlers gone as ``asyncio.run``
+    closed the loop: SIGTERM's default killed the process, SIGINT's raised
+    ``KeyboardInterrupt``, and a server that had stopped cleanly exited -15 or -2, which
+    Kubernetes, Compose and systemd report as a failure."""
+    for sig in STOP_SIGNALS:
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
