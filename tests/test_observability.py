@@ -32,6 +32,7 @@ from referee.service.observability import ObservabilityInterceptor, UtcTimestamp
 from referee.store.base import StoreError
 from referee.store.postgres import PostgresStore
 from tests.service_helpers import (
+    ADJUDICATOR_TOKEN,
     SHORT_GAME,
     bearer,
     free_port,
@@ -98,6 +99,8 @@ SERVICE = "pinochle.referee.v1.RefereeService"
 HEALTH = "grpc.health.v1.Health"
 REFLECTION_SERVICE = "grpc.reflection.v1alpha.ServerReflection"
 REFLECTION = "ServerReflectionInfo"
+CREATOR = "creator-credential-for-the-metrics-page"
+STRANGER = "a-bearer-token-nobody-was-given"
 
 
 def _counts() -> dict[str, float]:
@@ -490,7 +493,10 @@ async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_label
     grpcurl calls) went through the interceptor unwrapped: no log line and no count."""
     metrics_port = free_port()
     log = tmp_path / "server.log"
-    flags = ("--metrics-port", str(metrics_port), "--max-watchers", "1", "--max-games", "1")
+    flags = (
+        *("--metrics-port", str(metrics_port), "--max-watchers", "1", "--max-games", "1"),
+        *("--creator-token", CREATOR),
+    )
     made: Counter[tuple[str, str, str, str]] = Counter()
 
     def made_call(method: str, code: str, service: str = SERVICE) -> None:
@@ -505,7 +511,9 @@ async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_label
             # wait_serving's health checks are counted too: count them by the page itself.
             before = _handled(await _until_counted(metrics_port, 1))
             made.update(before)
-            table = await new_table(client, "two-handed", SHORT_GAME["two-handed"], seed="page")
+            table = await new_table(
+                client, "two-handed", SHORT_GAME["two-handed"], seed="page", creator_token=CREATOR
+            )
             made_call("CreateGame", "OK")
             steps = await play(table, random.Random(3))
             # Each step: the adjudicator's GetGame, ListLegalActions per seat asked, a submit;
@@ -513,7 +521,7 @@ async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_label
             del steps
             await refused(table.seats[0].submit({"type": "pass"}))
             made_call("SubmitAction", "FAILED_PRECONDITION")  # the game is over
-            other = await new_table(client, "partnership", seed="page-2")
+            other = await new_table(client, "partnership", seed="page-2", creator_token=CREATOR)
             made_call("CreateGame", "OK")
             await refused(other.seats[3].submit({"type": "bid", "amount": 260}))
             made_call("SubmitAction", "FAILED_PRECONDITION")  # NOT_YOUR_TURN
@@ -521,7 +529,7 @@ async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_label
             made_call("SubmitAction", "ABORTED")
             stub = client.referee
             unknown = pb.GetGameRequest(game_id="no-such-game")
-            await refused(stub.GetGame(unknown, metadata=bearer("a-token")))
+            await refused(stub.GetGame(unknown, metadata=bearer(STRANGER)))
             made_call("GetGame", "NOT_FOUND")
             get = pb.GetGameRequest(game_id=other.game_id)
             await refused(stub.GetGame(get))
@@ -529,8 +537,10 @@ async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_label
             garbled = channel.unary_unary(f"/{SERVICE}/GetGame")
             await refused(garbled(b"\xff\xff\xff"))
             made_call("GetGame", "INVALID_ARGUMENT")
-            await refused(new_table(client, "partnership"))
+            await refused(new_table(client, "partnership", creator_token=CREATOR))
             made_call("CreateGame", "RESOURCE_EXHAUSTED")  # TOO_MANY_GAMES
+            await refused(new_table(client, "partnership", creator_token=STRANGER))
+            made_call("CreateGame", "PERMISSION_DENIED")
             watch = stub.WatchGame(
                 pb.WatchGameRequest(game_id=other.game_id), metadata=bearer(other.spectator_token)
             )
@@ -605,6 +615,14 @@ async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_label
         if service != HEALTH:
             unhealthy[method] += count
     assert logged == unhealthy
+    # No credential, bearer header or concealed card on any line, at any level.
+    text = log.read_text()
+    for secret in (ADJUDICATOR_TOKEN, CREATOR, STRANGER, "Bearer"):
+        assert secret not in text
+    for played in (table, other):
+        for token in (*played.seat_tokens, played.spectator_token, played.adjudicator_token):
+            assert token not in text
+    assert not re.search(r'"(?:A|10|K|Q|J|9)[SHDC]"|"cards?"', text)
 
 
 def test_the_call_histogram_tells_sub_millisecond_calls_apart() -> None:
