@@ -7,6 +7,7 @@ outcome, code, duration and request id; the metrics the issue names count what h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import re
@@ -120,9 +121,23 @@ def _counts() -> dict[str, float]:
     }
 
 
-async def test_metrics_count_rpcs_actions_violations_and_games(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=postgres_marks())])
+async def test_metrics_count_rpcs_actions_violations_and_games(
+    tmp_path: Path, backend: str
+) -> None:
+    """On both stores: referee_store_commit_seconds observes each accepted action's commit."""
+    with contextlib.ExitStack() as stack:
+        where: dict[str, Any] = {}
+        if backend == "postgres":
+            schema = stack.enter_context(postgres_schema("test_metrics"))
+            where = {"db": POSTGRES_URL, "db_schema": schema}
+        await _count_a_games_metrics(tmp_path, where)
+
+
+async def _count_a_games_metrics(tmp_path: Path, where: dict[str, Any]) -> None:
     before = _counts()
-    async with serving(tmp_path) as srv:
+    committed = _sample("referee_store_commit_seconds_sum")
+    async with serving(tmp_path, **where) as srv:
         table = await new_table(srv.client, "partnership", seed="metrics")
         # The gauge starts from the store's count of unfinished games (none: a fresh database).
         assert _sample("referee_games_active") == 1
@@ -143,6 +158,7 @@ async def test_metrics_count_rpcs_actions_violations_and_games(tmp_path: Path) -
         "violations": 1,
         "commits": 2,
     }
+    assert _sample("referee_store_commit_seconds_sum") > committed
 
 
 @pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
