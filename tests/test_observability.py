@@ -605,6 +605,9 @@ async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_label
                 made_call(line["rpc"], "OK")
         families = await _until_counted(metrics_port, sum(made.values()))
     assert _handled(families) == made
+    # No *_created series (one per label set, a third of the page before).
+    assert not [family.name for family in families if family.name.endswith("_created")]
+    assert not [s.name for f in families for s in f.samples if s.name.endswith("_created")]
     for family in families:
         for sample in family.samples:
             if family.name.startswith("grpc_server_"):

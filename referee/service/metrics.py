@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import functools
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
+
+# No ``*_created`` series beside each counter and histogram (prometheus_client's default in the
+# text format, one more series per label set, a third of the page): Prometheus reads counter
+# resets from the values themselves, and go-grpc-prometheus exports none.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 GRPC_HANDLED = Counter(
     "grpc_server_handled_total",
