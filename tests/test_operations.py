@@ -40,6 +40,7 @@ from referee.engine.game import secure_shuffle
 from referee.service import servicers as servicers_module
 from referee.service.observability import configure_logging, route_library_logs
 from referee.service.settings import ENV_PREFIX, Settings, settings_from
+from referee.store.postgres import _one_line, secrets_of
 from tests.service_helpers import (
     SHORT_GAME,
     Served,
@@ -763,3 +764,24 @@ def test_a_libpq_connection_string_for_db_is_refused_without_being_quoted(
     # File names and URLs are as they were.
     for db in ("./data/referee.db", "games=2026.db", "postgresql://db/referee?password=x"):
         assert build_parser().parse_args(["serve", "--db", db]).db == db
+
+
+def test_only_passwords_are_starred_in_the_stores_messages() -> None:
+    """The user information's password (as written and percent-decoded) and a ``password``
+    parameter are starred; a user name alone stays, so "role ... does not exist" still says
+    which role."""
+    url = "postgresql://referee:p%40ss@db.example/referee?sslmode=require&password=x%20y"
+    assert set(secrets_of(url)) == {
+        "referee:p%40ss",
+        "referee:p@ss",
+        "p%40ss",
+        "p@ss",
+        "x%20y",
+        "x y",
+    }
+    assert secrets_of("postgresql://referee@db.example/referee") == []
+    error = ValueError('role "referee" failed: password "p@ss" or "x y" \n refused')
+    assert (
+        _one_line(error, secrets_of(url))
+        == 'role "referee" failed: password "***" or "***" refused'
+    )

@@ -332,10 +332,9 @@ def secrets_of(url: str) -> list[str]:
     match = _USERINFO.match(url.strip())
     if match is not None:
         userinfo = match["userinfo"]
-        found.add(userinfo)
         _, colon, password = userinfo.partition(":")
-        if colon:
-            found.add(password)
+        if colon:  # a user name alone stays readable ("role ... does not exist")
+            found |= {userinfo, password}
     for match in _PASSWORD_PARAMETER.finditer(url):
         value = match["value"]
         found.add(value)
