@@ -345,9 +345,9 @@ def test_bots_that_value_their_cards_make_their_contracts(
 
     Except where the options leave hardly a contract worth making: under points1 a cutthroat
     hand is nearly always redealt (nobody's hand is worth the minimum bid of 300), yet a game
-    ends in half ``MAX_HANDS`` (the blind bots' games ran to it); a partnership's dealer is stuck with 250 it cannot make
-    hand after hand, and the scores can still fall for ever (only the share made is asked, over
-    the first 150 hands)."""
+    ends in half ``MAX_HANDS`` (the blind bots' games ran to it); a partnership's dealer is
+    stuck with 250 it cannot make hand after hand, and the scores can still fall for ever (only
+    the share made is asked, over the first 150 hands)."""
     endless = variant == "partnership" and bool(options)
     limit = _HANDS if endless else MAX_HANDS
     shares: dict[bool, float] = {}
