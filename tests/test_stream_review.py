@@ -1108,6 +1108,8 @@ async def test_watch_streams_are_capped_and_a_closed_one_frees_its_place(tmp_pat
         refused_one = RefereeError(caught.value)
         assert refused_one.code == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert refused_one.reason == "TOO_MANY_WATCHERS" and "2" in refused_one.message
+        # The cap in metadata["limit"], as every other cap's refusal (it had only the version).
+        assert refused_one.metadata == {"limit": "2", "version": "0"}
         assert _watchers_active() == 2
         # The open streams still follow the game.
         await table.seats[1].submit({"type": "pass"}, expected_version=0)

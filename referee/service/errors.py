@@ -118,6 +118,19 @@ def invalid(message: str, field: str = "", reason: str = "INVALID_ARGUMENT") -> 
     return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, message, reason=reason, field=field)
 
 
+def over_limit(message: str, *, reason: str, limit: int, **metadata: str) -> ServiceError:
+    """A request refused because one of the server's caps is reached: RESOURCE_EXHAUSTED with
+    a reason of the cap's own (a client branches on it: wait, shrink the request, try another
+    replica) and ``metadata["limit"]`` the cap, the same for every cap so that clients read it
+    one way."""
+    return ServiceError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        message,
+        reason=reason,
+        metadata={"limit": str(limit), **metadata},
+    )
+
+
 def error_details(error: grpc.RpcError) -> dict[str, object]:
     """Client side: the reason, metadata and bad fields of a rich error (empty if none)."""
     status = rpc_status.from_call(error)  # type: ignore[arg-type]  # aio errors are Calls too

@@ -53,7 +53,7 @@ from referee.service.auth import (
     token_hash,
 )
 from referee.service.convert import json_text, stored_event_to_proto
-from referee.service.errors import ServiceError, invalid
+from referee.service.errors import ServiceError, invalid, over_limit
 from referee.service.limits import RefusalBudgets
 from referee.service.logline import annotate
 from referee.service.settings import (
@@ -279,11 +279,10 @@ class GameManager:
                 # A reason of its own, as TOO_MANY_WATCHERS and REQUEST_TOO_LARGE have: a client
                 # branches on it (wait for games to end, or try another replica) where a bare
                 # RESOURCE_EXHAUSTED could as well be a refusal budget or a size limit.
-                raise ServiceError(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                raise over_limit(
                     f"this server keeps at most {self.max_active_games} active games",
                     reason="TOO_MANY_GAMES",
-                    metadata={"limit": str(self.max_active_games)},
+                    limit=self.max_active_games,
                 )
             self._creating.add(game_id)
         try:
@@ -1155,12 +1154,12 @@ class GameManager:
                 "after_seq",
             )
         if self.watching >= self.max_watchers:
-            raise ServiceError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            raise over_limit(
                 f"this server follows at most {self.max_watchers} WatchGame streams at once;"
                 " try again later",
                 reason="TOO_MANY_WATCHERS",
-                metadata={"version": str(live.state.version)},
+                limit=self.max_watchers,
+                version=str(live.state.version),
             )
         live.watchers += 1  # keeps the object in memory while this stream follows it
         self.watching += 1

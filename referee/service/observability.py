@@ -19,7 +19,7 @@ import orjson
 import structlog
 
 from referee.service import logline, metrics
-from referee.service.errors import ServiceError, invalid
+from referee.service.errors import ServiceError, invalid, over_limit
 from referee.store.base import StoreError
 
 CONSOLE_TRACEBACK = structlog.dev.plain_traceback
@@ -176,12 +176,11 @@ class _Oversized(_Unread):
         self.limit = limit
 
     def refusal(self) -> tuple[ServiceError, dict[str, object]]:
-        refusal = ServiceError(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        refusal = over_limit(
             f"the request is {self.size} bytes; this server accepts at most {self.limit}"
             " (--max-message-bytes)",
             reason="REQUEST_TOO_LARGE",
-            metadata={"limit": str(self.limit)},
+            limit=self.limit,
         )
         return refusal, {"request_bytes": self.size}
 
@@ -345,12 +344,11 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         return service not in _UNCOUNTED_SERVICES and name not in _UNCOUNTED_METHODS
 
     def _too_many_calls(self) -> ServiceError:
-        return ServiceError(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        return over_limit(
             f"this server holds at most {self.max_calls} calls at once (--max-pending-calls);"
             " try again later",
             reason="TOO_MANY_CALLS",
-            metadata={"limit": str(self.max_calls)},
+            limit=self.max_calls,
         )
 
     def _called(

@@ -26,7 +26,7 @@ from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service import metrics
 from referee.service.auth import token_hash
-from referee.service.errors import ServiceError
+from referee.service.errors import over_limit
 from referee.service.games import GameManager
 from referee.service.observability import (
     CORE_MESSAGE_FACTOR,
@@ -170,12 +170,11 @@ class StreamSlots:
     def take(self) -> None:
         """Take a place for a new stream, or refuse it (ServiceError) when none is left."""
         if self.open >= self.limit:
-            raise ServiceError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            raise over_limit(
                 f"this server keeps at most {self.limit} health Watch and reflection streams"
                 " open at once (--max-service-streams); try again later",
                 reason="TOO_MANY_STREAMS",
-                metadata={"limit": str(self.limit)},
+                limit=self.limit,
             )
         self.open += 1
         metrics.SERVICE_STREAMS_ACTIVE.set(self.open)

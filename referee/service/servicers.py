@@ -33,7 +33,7 @@ from referee.service.convert import (
     structs,
     to_value,
 )
-from referee.service.errors import ServiceError, invalid
+from referee.service.errors import invalid, over_limit
 from referee.service.games import GameManager
 from referee.service.logline import annotate
 from referee.store.base import AuditRow
@@ -228,12 +228,11 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
             # max"), while the log line and grpc_server_handled_total said OK. A long game's
             # record is the one response that outgrows a small --max-message-bytes (views,
             # events and audit-log pages stay within it).
-            raise ServiceError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
+            raise over_limit(
                 f"the record is {size} bytes; this server sends at most"
                 f" {self.max_response_bytes} (16 times --max-message-bytes)",
                 reason="RESPONSE_TOO_LARGE",
-                metadata={"limit": str(self.max_response_bytes)},
+                limit=self.max_response_bytes,
             )
         return response
 

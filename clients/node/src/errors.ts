@@ -56,7 +56,7 @@ export type StatusName = keyof typeof grpc.status;
  * RESOURCE_EXHAUSTED, with `retryDelay`), a request larger than the server's
  * `--max-message-bytes` (`REQUEST_TOO_LARGE`, RESOURCE_EXHAUSTED, `metadata.limit` the limit in
  * bytes), a WatchGame beyond the server's `--max-watchers` (`TOO_MANY_WATCHERS`,
- * RESOURCE_EXHAUSTED), a CreateGame beyond its `--max-games` (`TOO_MANY_GAMES`,
+ * RESOURCE_EXHAUSTED, `metadata.limit` the cap, `metadata.version` the game's), a CreateGame beyond its `--max-games` (`TOO_MANY_GAMES`,
  * RESOURCE_EXHAUSTED, `metadata.limit` the cap), an ExportGame record larger than the server
  * sends (`RESPONSE_TOO_LARGE`, RESOURCE_EXHAUSTED, `metadata.limit` in bytes), a health Watch or
  * reflection stream beyond its `--max-service-streams` (`TOO_MANY_STREAMS`, RESOURCE_EXHAUSTED,
