@@ -278,62 +278,38 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         """
         _, _, path = method.partition("/")
         service, _, name = path.partition("/")
-        decode = handler.request_deserializer
-        encode = handler.response_serializer
         if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._called(
-                    metrics.UNARY, service, name, handler.unary_unary, self._counted(service, name)
-                ),
-                request_deserializer=_tolerant(decode, self.max_message_bytes),
-                response_serializer=encode,
-            )
-        if handler.unary_stream is not None:
+            kind, inner = metrics.UNARY, handler.unary_unary
+            make = grpc.unary_unary_rpc_method_handler
+        elif handler.unary_stream is not None:
             # Issue 4 (gRPC health): a handler that sends with ``context.write`` (the health
             # service's Watch) is a coroutine, not an async generator; wrapping it in
-            # ``async for`` failed every health Watch with UNKNOWN.
-            return grpc.unary_stream_rpc_method_handler(
-                self._either(
-                    metrics.SERVER_STREAM,
-                    service,
-                    name,
-                    handler.unary_stream,
-                    self._counted(service, name),
-                ),
-                request_deserializer=_tolerant(decode, self.max_message_bytes),
-                response_serializer=encode,
-            )
-        if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(
-                self._called(
-                    metrics.CLIENT_STREAM,
-                    service,
-                    name,
-                    handler.stream_unary,
-                    self._counted(service, name),
-                ),
-                request_deserializer=decode,
-                response_serializer=encode,
-            )
-        # Reflection's one method is a bidirectional stream: its log line,
-        # grpc_server_handled_total, and a refusal (its stream cap) given its rich status, as
-        # every other call's; passed through bare, a ServiceError it raised reached the client as
-        # UNKNOWN. Its requests are read by grpc_reflection's own loop, so they keep gRPC's
-        # decoder.
-        return grpc.stream_stream_rpc_method_handler(
-            self._either(
-                metrics.BIDI_STREAM,
-                service,
-                name,
-                handler.stream_stream,
-                self._counted(service, name),
-            ),
+            # ``async for`` failed every health Watch with UNKNOWN (``_either`` tells them apart).
+            kind, inner = metrics.SERVER_STREAM, handler.unary_stream
+            make = grpc.unary_stream_rpc_method_handler
+        elif handler.stream_unary is not None:
+            kind, inner = metrics.CLIENT_STREAM, handler.stream_unary
+            make = grpc.stream_unary_rpc_method_handler
+        else:
+            # Reflection's one method is a bidirectional stream: its log line,
+            # grpc_server_handled_total, and a refusal (its stream cap) given its rich status, as
+            # every other call's; passed through bare, a ServiceError it raised reached the
+            # client as UNKNOWN. Its requests are read by grpc_reflection's own loop.
+            kind, inner = metrics.BIDI_STREAM, handler.stream_stream
+            make = grpc.stream_stream_rpc_method_handler
+        if handler.request_streaming:
+            decode = handler.request_deserializer  # gRPC decodes a stream's messages as they come
+        else:
+            decode = _tolerant(handler.request_deserializer, self.max_message_bytes)
+        return make(
+            self._either(kind, service, name, inner, self._counted(service, name)),
             request_deserializer=decode,
-            response_serializer=encode,
+            response_serializer=handler.response_serializer,
         )
 
     def _either(self, kind: str, service: str, name: str, inner: Any, counted: bool) -> Any:
-        """A streaming handler wrapped as what it is: an async generator, or a coroutine."""
+        """A handler wrapped as what it is: an async generator (a stream that yields), or a
+        coroutine (a unary call, or a stream sent with ``context.write``)."""
         if inspect.isasyncgenfunction(inner):
             return self._streamed(kind, service, name, inner, counted)
         return self._called(kind, service, name, inner, counted)
