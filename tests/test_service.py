@@ -109,6 +109,8 @@ async def test_create_game_with_a_server_shuffle(srv: Served) -> None:
     adj = srv.client.session(response.game_id, response.adjudicator_token)
     other = srv.client.session(created[2].game_id, created[2].adjudicator_token)
     assert (await adj.view())["hand"]["deal"] != (await other.view())["hand"]["deal"]
+    seat = srv.client.session(response.game_id, response.seat_tokens[0])
+    assert (await seat.view())["deal_mode"] == {"mode": "server_shuffle"}
     # Tokens are stored only as hashes: no token is anywhere in the database files.
     blob = b"".join(p.read_bytes() for p in srv.db.parent.glob(srv.db.name + "*"))
     for game in created:
@@ -124,6 +126,11 @@ async def test_create_game_from_a_seed(srv: Served) -> None:
         assert deal_a == (await b.adj.view())["hand"]["deal"]
         assert deal_a == seeded_deal_json(variant, "seed-x", 1, 0), variant
         assert (await a.adj.view())["hand"]["dealer"] == 1
+        # Every role is told that the game was dealt from a seed (whoever knows it knows every
+        # hand), and none is told the seed.
+        for session in (a.seats[0], a.spec, a.adj):
+            view = await session.view()
+            assert view["deal_mode"] == {"mode": "seed"} and "seed-x" not in json.dumps(view)
     error = await refused(srv.client.create_game("partnership", seed=""))
     assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["seed"]
 
@@ -149,6 +156,10 @@ async def test_create_game_with_given_deals(srv: Served) -> None:
         adjudicator_token=ADJUDICATOR_TOKEN,
     )
     assert (await table.adj.view())["hand"]["deal"] == deals[0]
+    # A seat learns that the first two hands were given, not what they were beyond its cards.
+    seat_view = await table.seats[1].view()
+    assert seat_view["deal_mode"] == {"mode": "given_deals", "given_deals": 2}
+    assert "deal" not in seat_view["hand"]
     await play(table, random.Random(1), hands=1)
     view = await table.adj.view()
     assert view["hands_completed"] == 1 and view["hand"]["deal"] == deals[1]

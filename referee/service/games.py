@@ -112,6 +112,21 @@ def _deal_source(mode: Mapping[str, object]) -> DealSource:
     return SecureDeals()
 
 
+def _deal_mode_shown(source: Mapping[str, object]) -> dict[str, object]:
+    """How the game is dealt, as every role's view shows it: without it a seat could not tell
+    that its game's creator chose a seed or the deals (and so knows the hands, README "The
+    audit log and the deal commitments"). The seed and the given deals themselves stay
+    secret; ``given_deals`` says how many hands were given (the server shuffles after them).
+    Named as CreateGame's ``deal_mode`` oneof names its fields."""
+    kind = source.get("mode")
+    if kind == "seed":
+        return {"mode": "seed"}
+    if kind == "given":
+        deals = source.get("deals")
+        return {"mode": "given_deals", "given_deals": len(deals) if isinstance(deals, list) else 0}
+    return {"mode": "server_shuffle"}
+
+
 @dataclass(slots=True)
 class LiveGame:
     """One game as this replica knows it; replaced only after a durable commit."""
@@ -677,11 +692,7 @@ class GameManager:
     # Reading
 
     def view_of(self, live: LiveGame, caller: Caller) -> dict[str, object]:
-        out = view(live.state, caller.view_role)
-        out["game_id"] = live.record.game_id
-        if live.record.players:
-            out["players"] = list(live.record.players)
-        return _with_commitment(out, live.commitment)
+        return _view_with_id(live.state, caller, live, live.commitment)
 
     def visible(self, caller: Caller, stored: Mapping[str, object]) -> bool:
         return visible_to(
@@ -1601,6 +1612,7 @@ def _view_with_id(
     out["game_id"] = live.record.game_id
     if live.record.players:  # issue 4: SubmitAction answers "the caller's new view"
         out["players"] = list(live.record.players)
+    out["deal_mode"] = _deal_mode_shown(live.record.deal_source)
     return _with_commitment(out, commitment)
 
 

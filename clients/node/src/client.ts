@@ -138,8 +138,16 @@ export interface GameView {
   over: boolean;
   winner: number | null;
   hand: HandView | null;
+  /** How the game is dealt (never the seed or the deals): with a seed or given deals, the
+   * game's creator knew the hands. */
+  deal_mode: DealMode;
   [key: string]: unknown;
 }
+
+export type DealMode =
+  | { mode: "server_shuffle" }
+  | { mode: "seed" }
+  | { mode: "given_deals"; given_deals: number };
 
 export interface HandView {
   number: number;

@@ -81,6 +81,7 @@ describe("pinochle referee through the Node client", () => {
     assert.equal(view.over, false);
     assert.equal(view.hand?.phase, "auction");
     assert.equal(view.hand?.cards?.length, 12);
+    assert.deepEqual(view.deal_mode, { mode: "seed" }, "a seat is told its game was seeded");
     assert.equal(seats[1]!.version, 0);
 
     const spectator = await client.session(game.gameId, game.spectatorToken).view();
