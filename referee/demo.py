@@ -13,6 +13,7 @@ import logging
 import random
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,11 @@ from referee.rules.cards import (
     Suit,
     canonical_deck,
     counts_of,
+    format_card,
     format_cards,
     format_suit,
     make_card,
+    parse_card,
     parse_cards,
     parse_suit,
     rank_of,
@@ -42,6 +45,7 @@ from referee.rules.cards import (
 )
 from referee.rules.melds import meld_total
 from referee.rules.options import resolve_options
+from referee.rules.tricks import trick_winner
 
 #: The demo stops after this many hands without a winner. The bots bid what their cards are
 #: worth (``hand_value``), but some option sets leave hardly a contract worth making: with
@@ -56,7 +60,7 @@ MAX_HANDS = 500
 _SAMPLE_HANDS = 400
 
 #: The legal actions the bot chooses among by the value of its cards (``bot_action``).
-_VALUED = frozenset({"bid", "bid_or_redeal", "declare_trump", "pass_cards", "discard"})
+_VALUED = frozenset({"bid", "bid_or_redeal", "declare_trump", "pass_cards", "discard", "play"})
 
 #: The highest bid a request can carry: ``Bid.amount`` is an int32 (referee.proto).
 BID_MAX = 2**31 - 1
@@ -103,8 +107,8 @@ def choose(entry: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
 
 def values_cards(entries: Sequence[Mapping[str, Any]]) -> bool:
     """Whether the bot chooses among these legal actions by the value of its cards (to bid,
-    name trump, pass or discard): then ``bot_action`` needs the seat's view; to meld or play,
-    it does not, and the demo spares the call."""
+    name trump, pass, discard or play a card): then ``bot_action`` needs the seat's view; to
+    meld alone, it does not, and the demo spares the call."""
     return any(entry["type"] in _VALUED for entry in entries)
 
 
@@ -118,10 +122,12 @@ def bot_action(
 
     With ``view``, the seat's own view of the game (``GetGame``), it plays its cards like a
     simple player: it bids up to what its hand is worth and passes below that
-    (``auction_call``), names the trump its hand is worth most in, and keeps its meld and
-    trumps when it passes or discards cards (``cards_to_give``). Without one it has no cards to
-    value (the benchmarks drive it from legal actions alone): it passes three times in four and
-    otherwise picks at random, bidding the minimum.
+    (``auction_call``), names the trump its hand is worth most in, keeps its meld and trumps
+    when it passes or discards cards (``cards_to_give``), plays a card like a beginner
+    (``card_to_play``) and, two-handed, takes the turned-up trump at the last draw. Without one
+    it has no cards to value (the benchmarks drive it from legal actions alone): it passes
+    three times in four and otherwise picks at random, bidding the minimum and playing any
+    legal card.
     """
     usable = playable(entries)
     if not usable:
@@ -143,6 +149,11 @@ def bot_action(
     melds = [e for e in usable if e["type"] in ("meld", "exchange_dix")]
     if melds and rng.random() < 0.8:
         return choose(rng.choice(melds), rng)
+    if view is not None and "play" in kinds:
+        if {"type": "draw", "turn_up": True} in usable:  # a known trump, not an unknown card
+            return {"type": "draw", "turn_up": True}
+        cards = [parse_card(e["card"]) for e in usable if e["type"] == "play"]
+        return {"type": "play", "card": format_card(card_to_play(cards, view))}
     return choose(rng.choice(usable), rng)
 
 
@@ -191,9 +202,11 @@ def trick_points(cards: Sequence[Card], trump: Suit, setup: Setup) -> int:
 
     The side's fair share of the deck's points (its seats' cards, and the widow a cutthroat
     declarer takes), moved by the hand's trump length: each trump above a quarter of the hand
-    adds a share of one card of the side's. Measured against the bots' own play (they play a
-    random legal card): a partnership side with 3, 6 and 8 trumps took about 49%, 64% and 75%
-    of the points, a cutthroat declarer with 4, 6 and 8 of 18 cards 35%, 47% and 58%.
+    adds a share of one card of the side's. Measured when the bots played a random legal
+    card: a partnership side with 3, 6 and 8 trumps took about 49%, 64% and 75% of the points,
+    a cutthroat declarer with 4, 6 and 8 of 18 cards 35%, 47% and 58%. Their beginner's play
+    since (``card_to_play``, on both sides) leaves the declaring side about as much on average
+    (README's figures of 2026-12-03).
     """
     rules = setup.rules
     seats = 2 if rules.partnerships else 1
@@ -287,18 +300,207 @@ def cards_to_give(entry: Mapping[str, Any], view: Mapping[str, Any]) -> list[Car
             return (not trumped, rank_of(card) if trumped or rank_of(card) == ACE else 9, card)
         return (trumped, -rank_of(card), card)
 
-    def kept_meld(card: Card) -> int:
-        rest = list(kept)
-        rest.remove(card)
-        return meld_total(counts_of(rest), trump, setup.meld_table)
-
     given: list[Card] = []
     for _ in range(int(entry["count"])):
-        card = max(sorted(set(offered), key=order), key=kept_meld)
+        card = max(
+            sorted(set(offered), key=order), key=lambda c: meld_without(kept, c, trump, setup)
+        )
         kept.remove(card)
         offered.remove(card)
         given.append(card)
     return given
+
+
+def meld_without(cards: Sequence[Card], card: Card, trump: Suit, setup: Setup) -> int:
+    """The meld of ``cards`` less one copy of ``card`` (held), by the game's own table: what
+    the hand keeps if it gives or plays that card."""
+    rest = list(cards)
+    rest.remove(card)
+    return meld_total(counts_of(rest), trump, setup.meld_table)
+
+
+# --------------------------------------------------------------------------------------------
+# The play of the tricks
+
+
+@dataclass(frozen=True, slots=True)
+class Sight:
+    """What a seat may see of the play, read from its own view (``seat_sight``): its cards,
+    the trick so far, the trump, and what the completed tricks tell (the cards gone, the suits a
+    seat has shown it lacks). Nothing here comes from another seat's concealed cards."""
+
+    setup: Setup
+    seat: int
+    partner: int | None  # partnership variants: the seat across; otherwise none
+    trump: Suit
+    held: tuple[Card, ...]  # the seat's own cards, its two-handed melds on the table included
+    trick: tuple[Card, ...]
+    leader: int
+    unseen: tuple[int, ...]  # copies of each face not in the seat's sight (``counts_of``)
+    voids: tuple[frozenset[Suit], ...]  # per seat: suits it failed to follow
+    stock: bool  # two-handed before the stock runs out: no obligation to follow
+
+    def seat_at(self, position: int) -> int:
+        """The seat that plays the trick's card at ``position`` (0: the leader)."""
+        return (self.leader + position) % self.setup.rules.players
+
+    def later_opponents(self) -> list[int]:
+        """The seats still to play to the trick after this one, but for its partner."""
+        players = self.setup.rules.players
+        later = (self.seat_at(p) for p in range(len(self.trick) + 1, players))
+        return [s for s in later if s != self.partner]
+
+
+def seat_sight(view: Mapping[str, Any]) -> Sight:
+    """The seat's ``Sight`` from its view (``GetGame``) during the play."""
+    setup = game_setup(view)
+    rules = setup.rules
+    hand = view["hand"]
+    seat = int(view["role"])
+    held = parse_cards(hand["cards"])
+    if "table" in hand:  # two-handed: melded cards stay the seat's to play
+        held += parse_cards(hand["table"][seat])
+    trick = hand["trick"]
+    current = parse_cards(trick["cards"])
+    gone = [*held, *current, *parse_cards(hand.get("discards") or [])]
+    # Who failed to follow shows a void, but not in two-handed's stock play (its first tricks,
+    # one per pair of cards in the stock), where any card may be played.
+    free = (rules.deck - rules.players * rules.hand_size) // 2 if setup.two_handed else 0
+    voids: list[set[Suit]] = [set() for _ in range(rules.players)]
+    played = [(parse_cards(t["cards"]), int(t["leader"])) for t in hand["tricks"]]
+    for number, (cards, leader) in enumerate([*played, (current, int(trick["leader"]))]):
+        if number != len(played):
+            gone += cards
+        for position, card in enumerate(cards):
+            if number >= free and suit_of(card) != suit_of(cards[0]):
+                voids[(leader + position) % rules.players].add(suit_of(cards[0]))
+    counts = counts_of(canonical_deck(rules.deck))
+    for card in gone:
+        counts[card] = max(0, counts[card] - 1)
+    return Sight(
+        setup=setup,
+        seat=seat,
+        partner=(seat + 2) % 4 if rules.partnerships else None,
+        trump=parse_suit(hand["trump"]),
+        held=held,
+        trick=current,
+        leader=int(trick["leader"]),
+        unseen=tuple(counts),
+        voids=tuple(frozenset(v) for v in voids),
+        stock=hand["phase"] == "stock_play",
+    )
+
+
+def card_to_play(cards: Sequence[Card], view: Mapping[str, Any]) -> Card:
+    """The card a beginner plays among ``cards``, the legal ones the server listed, from the
+    seat's own view: ``lead`` or ``follow``. Deterministic: the same view and cards give the
+    same card, so a demo's game still follows from its seed."""
+    if not cards:
+        raise ValueError("no legal card to play")
+    sight = seat_sight(view)
+    legal = sorted(set(cards))
+    return follow(legal, sight) if sight.trick else lead(legal, sight)
+
+
+def _value(card: Card, sight: Sight) -> int:
+    """The card's points under the game's own counting scheme."""
+    return sight.setup.counting.card_value[card]
+
+
+def _cheap(card: Card, sight: Sight) -> tuple[int, bool, int]:
+    """Sort key, cheapest first: fewest points, a side suit before trump, the lowest rank."""
+    return (_value(card, sight), suit_of(card) == sight.trump, -rank_of(card))
+
+
+def _meld_lost(card: Card, sight: Sight) -> int:
+    """Sort key for two-handed's stock play, where melds still score: the meld lost by playing
+    the card (none in the other phases and variants, whose meld is counted before the play)."""
+    if not sight.stock:
+        return 0
+    whole = meld_total(counts_of(sight.held), sight.trump, sight.setup.meld_table)
+    return whole - meld_without(sight.held, card, sight.trump, sight.setup)
+
+
+def _threatened(best: Card, sight: Sight, opponents: Sequence[int]) -> bool:
+    """Whether one of ``opponents``, still to play, may beat ``best``, the card now winning the
+    trick: an unseen higher card of its suit, or an unseen trump when one of them has shown it
+    lacks the suit led (the opponents' cards stay unknown: only their voids are public)."""
+    if not opponents:
+        return False
+    led = suit_of(sight.trick[0]) if sight.trick else suit_of(best)
+    trump_void = suit_of(best) != sight.trump and any(led in sight.voids[s] for s in opponents)
+    return any(
+        copies
+        and trick_winner((best, face), sight.trump) == 1
+        and (suit_of(face) == suit_of(best) or trump_void)
+        for face, copies in enumerate(sight.unseen)
+    )
+
+
+def follow(cards: Sequence[Card], sight: Sight) -> Card:
+    """The card to play to a trick already led.
+
+    With the partner winning the trick and no later opponent likely to beat it, the most
+    points the seat may give, from a side suit where it can (trumps are kept), the lower card
+    of equal points. Otherwise it takes the trick if it can, with its cheapest winning card,
+    one no later opponent is seen to beat first, and over its partner only with such a card.
+    Else it throws its cheapest card, the fewest points. In two-handed's stock play, free of
+    any obligation, it wins only with a side-suit card or, for a trick that holds points, a
+    trump, and keeps the cards its meld needs where another card will do.
+    """
+    trick = sight.trick
+    position = trick_winner(trick, sight.trump)
+    best = trick[position]
+    opponents = sight.later_opponents()
+    partner_wins = sight.seat_at(position) == sight.partner
+    if partner_wins and not _threatened(best, sight, opponents):
+        return max(cards, key=lambda c: (suit_of(c) != sight.trump, _value(c, sight), rank_of(c)))
+    winners = [c for c in cards if trick_winner((*trick, c), sight.trump) == len(trick)]
+    if sight.stock:
+        counted = any(_value(c, sight) for c in trick)
+        winners = [c for c in winners if suit_of(c) != sight.trump or counted]
+    sure = [c for c in winners if not _threatened(c, sight, opponents)]
+    if sure or (winners and not partner_wins):
+        return min(sure or winners, key=lambda c: (_meld_lost(c, sight), *_win_cost(c, sight)))
+    return min(cards, key=lambda c: (_meld_lost(c, sight), *_cheap(c, sight)))
+
+
+def _win_cost(card: Card, sight: Sight) -> tuple[bool, int]:
+    """Sort key among winning cards, cheapest first: a side-suit card before a trump, then the
+    lowest rank (whose points, if any, the seat takes with the trick)."""
+    return (suit_of(card) == sight.trump, -rank_of(card))
+
+
+def lead(cards: Sequence[Card], sight: Sight) -> Card:
+    """The card to lead: a side-suit card likely to win (an ace, or the highest card of its
+    suit still out) in a suit no opponent has shown it lacks, highest first; else its
+    cheapest side-suit card; with trumps only, its highest trump if none is out above it, else
+    its lowest. Trumps are kept for later. In two-handed's stock play a card its meld needs is
+    never led as a likely winner, and otherwise only when every card is needed."""
+    opponents = [
+        s for s in range(sight.setup.rules.players) if s not in (sight.seat, sight.partner)
+    ]
+    side = [c for c in cards if suit_of(c) != sight.trump]
+    likely = [
+        c
+        for c in side
+        if not any(suit_of(c) in sight.voids[s] for s in opponents)
+        and not _outranked(c, sight)
+        and not _meld_lost(c, sight)
+    ]
+    if likely:
+        return min(likely, key=lambda c: (rank_of(c), c))
+    if side:
+        return min(side, key=lambda c: (_meld_lost(c, sight), *_cheap(c, sight)))
+    top = min(cards)  # trumps only: the highest first
+    if not _outranked(top, sight):
+        return top
+    return min(cards, key=lambda c: (_meld_lost(c, sight), *_cheap(c, sight)))
+
+
+def _outranked(card: Card, sight: Sight) -> bool:
+    """Whether an unseen card of the same suit ranks above ``card``."""
+    return any(sight.unseen[make_card(suit_of(card), rank)] for rank in range(rank_of(card)))
 
 
 async def play_game(

@@ -175,6 +175,114 @@ def test_the_bot_names_its_best_trump_and_keeps_its_meld() -> None:
     assert sorted(passed["cards"]) == sorted(["10S", "JS", "AC", "JH"])
 
 
+def _play_view(
+    seat: int,
+    cards: list[str],
+    trick: list[str],
+    *,
+    leader: int = 0,
+    variant: str = "partnership",
+    options: Mapping[str, object] | None = None,
+    tricks: Sequence[Mapping[str, object]] = (),
+    **hand: object,
+) -> dict[str, Any]:
+    """The parts of a seat's view (GetGame) during the play that the bot reads; spades trump."""
+    return {
+        "variant": variant,
+        "options": dict(options or {}),
+        "role": seat,
+        "hand": {
+            "cards": cards,
+            "trump": "S",
+            "phase": "play",
+            "trick": {"leader": leader, "cards": trick},
+            "tricks": list(tricks),
+            **hand,
+        },
+    }
+
+
+def _played(view: Mapping[str, Any], legal: list[str]) -> str:
+    """The card the bot plays among ``legal`` (as ListLegalActions lists them) in ``view``."""
+    entries = [{"type": "play", "card": card} for card in legal]
+    action = bot_action(entries, random.Random(0), view)
+    assert action["type"] == "play" and action["card"] in legal
+    return str(action["card"])
+
+
+def test_the_bot_gives_points_to_its_partner_and_wins_cheaply() -> None:
+    """The bots played a random legal card; now a follower throws a counter on its partner's
+    sure trick, takes a trick with its cheapest winning card, and else throws its cheapest."""
+    # Seat 3 plays last; its partner, seat 1, wins with the AH: the 10H (10 points) goes on it.
+    hearts = ["10H", "QH", "JH", "9C", "QC"]
+    assert _played(_play_view(3, hearts, ["JH", "AH", "9H"]), ["10H", "QH", "JH"]) == "10H"
+    # Seat 2, an opponent, wins with the AH: no counter to give away, the JH (no points).
+    assert _played(_play_view(3, hearts, ["JH", "9H", "AH"]), ["10H", "QH", "JH"]) == "JH"
+    # The KH wins: the 10H takes it (the AH would too, a higher card for the same points).
+    winning = ["AH", "10H", "JH", "9C"]
+    assert _played(_play_view(3, winning, ["KH", "9H", "QH"]), ["AH", "10H"]) == "10H"
+    # Second to play, the 10H could fall to the other AH, still out: the AH, which no card beats.
+    assert _played(_play_view(1, winning, ["KH"]), ["AH", "10H"]) == "AH"
+    # The count scheme is the game's: under classic_11 the QH is worth 3 points, the JH 2.
+    scheme = {"count_scheme": "classic_11"}
+    lows = ["QH", "JH", "9H", "9C"]
+    view = _play_view(3, lows, ["JH", "AH", "9H"], options=scheme)
+    assert _played(view, ["QH", "JH", "9H"]) == "QH"
+    assert _played(_play_view(3, lows, ["JH", "AH", "9H"]), ["QH", "JH", "9H"]) == "9H"
+
+
+def test_the_bot_gives_no_points_on_a_trick_its_partner_may_lose() -> None:
+    """Third to play, its partner's KH may fall to the AH or 10H of the opponent still to play:
+    no counter goes on it; on the partner's AH, which nothing beats, the KD does."""
+    void = ["AC", "9C", "KD"]  # no hearts and no trumps: any card
+    assert _played(_play_view(2, void, ["KH", "9H"]), void) == "9C"
+    assert _played(_play_view(2, void, ["AH", "9H"]), void) == "KD"
+    # The opponent to play has shown it has no hearts (it trumped them): it may trump the AH.
+    trumped = [{"leader": 1, "cards": ["QH", "KH", "9S", "JH"], "winner": 3, "points": 10}]
+    assert _played(_play_view(2, void, ["AH", "9H"], tricks=trumped), void) == "9C"
+
+
+def test_the_cutthroat_bot_has_no_partner() -> None:
+    """Three-handed, every other seat is an opponent: seat 0 (across the table in a
+    partnership) winning with the AH gets no counter, as seat 1 does not."""
+    cards = ["10H", "JH", "9C"]
+    assert _played(_play_view(2, cards, ["AH", "9H"], variant="cutthroat"), cards[:2]) == "JH"
+    assert _played(_play_view(2, cards, ["9H", "AH"], variant="cutthroat"), cards[:2]) == "JH"
+
+
+def test_the_bot_leads_an_off_suit_ace_and_keeps_its_trumps() -> None:
+    leader = ["AS", "10S", "AH", "9H", "KD", "QC"]
+    assert _played(_play_view(0, leader, []), leader) == "AH"
+    # No side ace and no card the highest left in its suit: the cheapest side-suit card.
+    low = ["AS", "10S", "KD", "JH", "9C"]
+    assert _played(_play_view(0, low, []), low) == "9C"
+    # Both aces of hearts gone (played in an earlier trick): the 10H is the highest left.
+    gone = [{"leader": 0, "cards": ["AH", "9H", "AH", "JH"], "winner": 0, "points": 20}]
+    tens = ["AS", "10H", "KD", "9C"]
+    assert _played(_play_view(0, tens, [], tricks=gone), tens) == "10H"
+    # Trumps only: the highest when nothing is out above it, else the lowest.
+    assert _played(_play_view(0, ["AS", "9S"], []), ["AS", "9S"]) == "AS"
+    assert _played(_play_view(0, ["10S", "9S"], []), ["10S", "9S"]) == "9S"
+
+
+def test_the_two_handed_bot_trumps_only_a_trick_worth_it_before_the_stock_runs_out() -> None:
+    """Two-handed stock play has no obligation: a trump goes only on a lead that counts, and
+    at the last draw the bot takes the turned-up trump."""
+    cards = ["JS", "9C", "QH"]
+    stock: dict[str, Any] = {"variant": "two-handed", "table": [[], []], "phase": "stock_play"}
+    lead_9d = _play_view(1, cards, ["9D"], **stock)
+    assert _played(lead_9d, cards) == "9C"
+    lead_ad = _play_view(1, cards, ["AD"], **stock)
+    assert _played(lead_ad, cards) == "JS"
+    draws: list[dict[str, Any]] = [
+        {"type": "draw", "turn_up": True},
+        {"type": "draw", "turn_up": False},
+        {"type": "play", "card": "9C"},
+    ]
+    rng = random.Random(0)
+    assert bot_action(draws, rng, lead_9d) == {"type": "draw", "turn_up": True}
+
+
 def test_the_bot_never_sends_the_drawn_card_descriptor() -> None:
     entries: list[dict[str, Any]] = [
         {"type": "meld", "name": "dix", "cards": ["9S"], "points": 10},
