@@ -22,6 +22,19 @@ function list(value: unknown): string {
 }
 
 /**
+ * Per-seat figures (the `hand_result` event's `meld`) added up per side: a team in the
+ * partnership variants (seat % 2), a seat otherwise, as the event's card points, deltas and
+ * scores are counted and as the Python demo reports them.
+ */
+export function bySide(perSeat: number[], sides: number): number[] {
+  const totals = new Array<number>(sides).fill(0);
+  perSeat.forEach((value, seat) => {
+    totals[seat % sides] = (totals[seat % sides] ?? 0) + value;
+  });
+  return totals;
+}
+
+/**
  * The log's lines, event by event. It keeps the hand's bid-or-redeal calls (from the `call`
  * events) so that a redeal says what led to it: a round in which everyone passed
  * (`all_pass: "redeal"`), or one with a bid-or-redeal call (`allow_bid_or_redeal`, RULES.md A.7
@@ -64,8 +77,9 @@ export class HandLog {
           outcome =
             (delta[side] ?? 0) < 0 ? ` (side ${side} set)` : ` (side ${side} made ${event["bid"]})`;
         }
+        const meld = bySide(event["meld"] as number[], delta.length);
         return [
-          `  result: meld ${list(event["meld"])}, card points ${list(event["points"])}, ` +
+          `  result: meld ${list(meld)}, card points ${list(event["points"])}, ` +
             `delta ${list(delta)}${outcome}`,
           `  scores after hand ${event["hand"]}: ${list(event["scores"])}`,
         ];

@@ -5,7 +5,7 @@ import { test } from "node:test";
 
 import type { GameEvent } from "../src/client";
 import type { Json } from "../src/struct";
-import { HandLog } from "../src/example";
+import { HandLog, bySide } from "../src/example";
 
 let seq = 0;
 
@@ -63,4 +63,40 @@ test("the calls themselves, cards and tricks are not logged", () => {
   for (const kind of ["call", "card_played", "trick_taken"]) {
     assert.deepEqual(log.lines(event(kind, { seat: 0, type: "pass" })), []);
   }
+});
+
+test("a hand's result gives meld per side, like its card points, deltas and scores", () => {
+  // Was: the meld per seat (four numbers in a partnership) beside card points, delta and
+  // scores per side (two), so the lists did not line up; the Python demo counts per side.
+  const log = new HandLog();
+  const result = (data: Record<string, Json>) => log.lines(event("hand_result", data))[0];
+  const partnership = result({
+    hand: 2,
+    declarer: 1,
+    bid: 250,
+    meld: [20, 100, 40, 60],
+    points: [90, 160],
+    delta: [110, 320],
+    scores: [110, 320],
+  });
+  assert.equal(
+    partnership,
+    "  result: meld [60, 160], card points [90, 160], delta [110, 320] (side 1 made 250)",
+  );
+  // Cutthroat: every seat is its own side.
+  const cutthroat = result({
+    hand: 0,
+    declarer: 2,
+    bid: 300,
+    meld: [20, 0, 150],
+    points: [60, 40, 150],
+    delta: [80, 40, -300],
+    scores: [80, 40, -300],
+  });
+  assert.equal(
+    cutthroat,
+    "  result: meld [20, 0, 150], card points [60, 40, 150], delta [80, 40, -300] (side 2 set)",
+  );
+  assert.deepEqual(bySide([1, 2, 3, 4], 2), [4, 6]);
+  assert.deepEqual(bySide([5, 6], 2), [5, 6]);
 });
