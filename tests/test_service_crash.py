@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import random
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from pinochle_client import RefereeClient, RefereeError
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -332,3 +334,59 @@ async def test_a_stop_signal_after_the_graceful_stop_leaves_the_exit_status_zero
             process.wait(10)
     text = log.read_text()
     assert '"stopped"' in text and "exiting 0" in text and "Traceback" not in text
+
+
+async def _open_reflection_stream(
+    channel: grpc.aio.Channel, done: asyncio.Event
+) -> grpc.aio.StreamStreamCall[Any, Any]:
+    """A reflection stream that has had its first answer and keeps its request side open until
+    ``done``: a call in flight that a graceful stop waits for (health ``Watch`` and
+    ``WatchGame`` streams end as the shutdown begins; this one is the client's to end)."""
+
+    async def requests() -> AsyncIterator[reflection_pb2.ServerReflectionRequest]:
+        yield reflection_pb2.ServerReflectionRequest(list_services="")
+        await done.wait()
+
+    stub: Any = cast(Any, reflection_pb2_grpc.ServerReflectionStub)(channel)
+    stream: grpc.aio.StreamStreamCall[Any, Any] = stub.ServerReflectionInfo(requests())
+    answer: Any = await asyncio.wait_for(stream.read(), 30)
+    assert answer.list_services_response.service
+    return stream
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(signal.SIGTERM, signal.SIGTERM), (signal.SIGINT, signal.SIGINT)],
+    ids=["SIGTERM twice", "SIGINT twice"],
+)
+async def test_a_second_stop_signal_cancels_the_calls_in_flight_and_exits_at_once(
+    tmp_path: Path, first: signal.Signals, second: signal.Signals
+) -> None:
+    """Was: a second SIGTERM or SIGINT during the graceful stop changed nothing, so a call in
+    flight held the process for the whole grace period (an hour here). Now the second cancels
+    the calls in flight at once, logs ``forced_stop`` and exits 128 plus its number."""
+    db = tmp_path / "referee.db"
+    log = tmp_path / "server.log"
+    with running(db, free_port(), log, "--grace-seconds", "3600") as server:
+        await server.wait_serving()
+        done = asyncio.Event()
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stream = await _open_reflection_stream(channel, done)
+            server.process.send_signal(first)
+            for _ in range(300):  # until the graceful stop has begun (bounded)
+                if '"shutting_down"' in log.read_text():
+                    break
+                await asyncio.sleep(0.1)
+            assert server.process.poll() is None, "the graceful stop did not wait for the call"
+            server.process.send_signal(second)
+            assert await asyncio.to_thread(server.process.wait, 60) == 128 + second
+            with pytest.raises(grpc.aio.AioRpcError) as cut:
+                await asyncio.wait_for(stream.read(), 30)
+            assert cut.value.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+            done.set()
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    events = [line["event"] for line in lines]
+    assert events.index("shutting_down") < events.index("forced_stop") < events.index("stopped")
+    forced = next(line for line in lines if line["event"] == "forced_stop")
+    assert (forced["signal"], forced["exit_status"]) == (second.name, 128 + second)
+    assert "Traceback" not in log.read_text()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sqlite3
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from referee.service.server import (
     host_port,
     keepalive_options,
 )
+from referee.store import sqlite as sqlite_store
 from referee.store.base import AuditRow, Commit, StoreError
 from referee.store.postgres import describe
 from tests.service_helpers import (
@@ -524,6 +526,47 @@ async def test_a_call_in_flight_when_the_shutdown_begins_is_answered_and_new_one
         await asyncio.wait_for(stopping, 30)
     async with serving(tmp_path) as again:
         assert (await table.through(again.client).adj.view())["version"] == 1
+
+
+async def test_a_forced_stop_finishes_a_commit_in_progress_and_does_not_acknowledge_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forced stop (a second stop signal: ``Running.force_stop``) cancels the calls in flight
+    at once, but not a commit the store has begun: the SubmitAction whose commit waits for the
+    database's write lock (held here by another connection) gets no answer, the stop waits for
+    the commit and closes the store after it, and the server started again has the action; a
+    retry with its request_id is answered with it, as after any lost answer."""
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_SECONDS", 600.0)  # the lock outlasts the test
+    async with serving(tmp_path) as srv:
+        table = await new_table(srv.client, "partnership", seed="forced")
+        store = srv.running.games.store
+        original: Callable[[Commit], Awaitable[AuditRow]] = store.commit
+        entered = asyncio.Event()
+
+        def commit_seen(commit: Commit) -> Awaitable[AuditRow]:
+            entered.set()
+            return original(commit)
+
+        monkeypatch.setattr(store, "commit", commit_seen)
+        holder = sqlite3.connect(srv.db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # the store's commit waits for this lock
+        submit = table.seats[1].submit({"type": "pass"}, request_id="held-by-the-lock")
+        in_flight = asyncio.ensure_future(submit)
+        await asyncio.wait_for(entered.wait(), 30)
+        stopping = asyncio.ensure_future(srv.running.stop(3600))
+        await asyncio.wait_for(srv.running.force_stop(), 30)
+        with pytest.raises(RefereeError) as cut:
+            await asyncio.wait_for(in_flight, 30)
+        assert cut.value.code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+        assert not stopping.done(), "the store closed with a commit in progress"
+        holder.rollback()
+        holder.close()
+        await asyncio.wait_for(stopping, 30)
+    async with serving(tmp_path) as again:
+        assert (await table.through(again.client).adj.view())["version"] == 1
+        retried = table.through(again.client).seats[1]
+        answer = await retried.submit({"type": "pass"}, request_id="held-by-the-lock")
+        assert answer["version"] == 1
 
 
 async def test_an_export_larger_than_the_server_sends_is_refused_as_such(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import gc
 import signal
 import ssl
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -133,17 +133,37 @@ class Running:
     games: GameManager
     background: list[asyncio.Task[None]]  # following the store's changes, keeping house
 
+    # Set by force_stop: the calls still in flight are cancelled at once, whatever is left of
+    # the grace period.
+    forced: asyncio.Event = field(default_factory=asyncio.Event)
+    server_stopping: bool = False  # gRPC's stop has begun (see force_stop)
+
     async def stop(self, grace: float) -> None:
         """NOT_SERVING first so balancers drain us, then end the WatchGame streams (resumable),
         finish the calls in flight, and close."""
         await self.health.enter_graceful_shutdown()
         self.games.stop_watching()  # streams would outlast any grace: they end, resumable
-        await self.server.stop(grace)
+        self.server_stopping = True
+        await self.server.stop(None if self.forced.is_set() else grace)
         for task in self.background:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.store.close()
+
+    async def force_stop(self) -> None:
+        """Cancel the calls still in flight now rather than at the end of the grace period
+        (``stop`` must be running, or about to: it goes on to close the store and returns).
+
+        Nothing acknowledged is lost, and nothing unfinished is acknowledged: a cancelled call
+        sends no answer, and a commit already handed to the store is not cancelled with it
+        (``games._durably`` waits for it under ``asyncio.shield``, and ``store.close`` for every
+        write submitted), so it is durable and a retry with its ``request_id`` is answered as
+        it was committed. gRPC's stop with no grace, while the graceful one is under way,
+        cancels every call at once and lets the graceful one return."""
+        self.forced.set()
+        if self.server_stopping:
+            await self.server.stop(None)
 
 
 class StreamSlots:
@@ -608,8 +628,9 @@ def tune_gc() -> None:
 
 
 async def serve(settings: Settings) -> int:
-    """Serve until SIGTERM or SIGINT; the exit status (1: could not start, logged as
-    ``start_failed`` with the reason, no traceback)."""
+    """Serve until SIGTERM or SIGINT; the exit status: 0 once stopped, 1 when it could not
+    start (logged as ``start_failed`` with the reason, no traceback), 128 plus the signal's
+    number when a second signal forced the stop (``StopSignals``)."""
     configure_logging(settings.log_format)
     route_library_logs(settings.log_format)
     log = structlog.get_logger("referee")
@@ -635,19 +656,59 @@ async def serve(settings: Settings) -> int:
         tls=bool(settings.tls_cert),
         games_created_by="creator credential" if settings.creator_token else "anyone",
     )
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, stop.set)  # a second one during the grace: no change
-    await stop.wait()
-    log.info("shutting_down", grace_seconds=settings.grace_seconds)
-    await running.stop(settings.grace_seconds)
+    signals = StopSignals(loop)
+    first = await signals.next()
+    log.info("shutting_down", signal=first.name, grace_seconds=settings.grace_seconds)
+    stopping = asyncio.ensure_future(running.stop(settings.grace_seconds))
+    second = signals.next()
+    await asyncio.wait((stopping, second), return_when=asyncio.FIRST_COMPLETED)
+    status = 0
+    if second.done():
+        status = FORCED_STOP_STATUS + second.result()
+        log.warning("forced_stop", signal=second.result().name, exit_status=status)
+        await running.force_stop()
+    else:
+        second.cancel()
+    await stopping
     ignore_stop_signals(loop)
-    log.info("stopped")
-    return 0
+    log.info("stopped", exit_status=status)
+    return status
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# A forced stop exits 128 plus the second signal's number (130 for SIGINT, 143 for SIGTERM), as a
+# shell reports a process a signal ended and as the other commands' Ctrl-C does: calls were cut
+# short, so a supervisor should not read it as a clean stop (0).
+FORCED_STOP_STATUS = 128
+
+
+class StopSignals:
+    """SIGTERM and SIGINT, handled on the event loop: the first starts the graceful stop, one
+    more while it runs forces it (``Running.force_stop``). Before, a second signal during the
+    grace period changed nothing, so an operator who pressed Ctrl-C again, or a supervisor
+    that escalates, waited out the whole grace period, or sent SIGKILL, which leaves no time
+    to finish the commits in progress as a forced stop does.
+
+    A signal counts only while ``serve`` waits for one (``next``), so the same signal sent
+    twice at once (a supervisor such as ``timeout`` signals the process and then its group)
+    counts once: the kernel merges a signal sent while the same one is pending, and signals
+    that arrived together are read in one turn of the loop, before the shutdown has begun."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._waiting: asyncio.Future[signal.Signals] | None = None
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, self._received, sig)
+
+    def next(self) -> asyncio.Future[signal.Signals]:
+        """The next stop signal, from now on."""
+        self._waiting = self._loop.create_future()
+        return self._waiting
+
+    def _received(self, sig: signal.Signals) -> None:
+        if self._waiting is not None and not self._waiting.done():
+            self._waiting.set_result(sig)
 
 
 def ignore_stop_signals(loop: asyncio.AbstractEventLoop) -> None:
