@@ -3,8 +3,8 @@
 Ports come from ``Settings``; every ``PINOCHLE_REFEREE_*`` name must be a real flag of
 ``pinochle-referee serve`` (derived from ``add_arguments``); probe and Envoy health-check service
 names must be ones the server registers with the health service; Prometheus must scrape every
-replica's metrics port; Kubernetes must give the server more time than its grace period. The
-Dockerfile's health check command is run against a real server.
+replica's metrics port; Kubernetes and compose must give the server more time than its drain and
+grace periods. The Dockerfile's health check command is run against a real server.
 """
 
 from __future__ import annotations
@@ -397,7 +397,9 @@ def test_compose_runs_two_replicas_on_postgres(monkeypatch: pytest.MonkeyPatch) 
         assert {int(port) for port in service.get("expose", [])} >= {GRPC_PORT, METRICS_PORT}
         assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
         grace = duration_seconds(str(service["stop_grace_period"]))
-        assert grace > settings.grace_seconds, f"{name}: stop_grace_period <= --grace-seconds"
+        assert grace > settings.drain_seconds + settings.grace_seconds, (
+            f"{name}: stop_grace_period <= --drain-seconds + --grace-seconds"
+        )
     for name in ("envoy", "prometheus"):
         for volume in services[name].get("volumes", []):
             source = str(volume).split(":")[0]
@@ -551,7 +553,7 @@ def test_k8s_termination_outlasts_the_server_grace_period(
     elif "sleep" in hook:
         pre_stop = float(hook["sleep"]["seconds"])
     termination = pod_spec()["terminationGracePeriodSeconds"]
-    assert termination > settings.grace_seconds + pre_stop
+    assert termination > pre_stop + settings.drain_seconds + settings.grace_seconds
 
 
 def test_k8s_runs_non_root() -> None:

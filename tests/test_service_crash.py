@@ -390,3 +390,50 @@ async def test_a_second_stop_signal_cancels_the_calls_in_flight_and_exits_at_onc
     forced = next(line for line in lines if line["event"] == "forced_stop")
     assert (forced["signal"], forced["exit_status"]) == (second.name, 128 + second)
     assert "Traceback" not in log.read_text()
+
+
+async def test_during_the_drain_health_says_not_serving_and_calls_are_still_served(
+    tmp_path: Path,
+) -> None:
+    """Was: on a stop signal the port closed at once, so a health Check (a readiness probe,
+    Envoy's health check) failed UNAVAILABLE and a balancer that had not yet taken the server
+    out sent calls that could not connect. With ``--drain-seconds`` every
+    service's health is NOT_SERVING and calls are still served for that long; a second signal
+    skips the drain and the grace period."""
+    db = tmp_path / "referee.db"
+    log = tmp_path / "server.log"
+    port = free_port()
+    with running(db, port, log, "--grace-seconds", "3600", "--drain-seconds", "3600") as server:
+        await server.wait_serving()
+        async with RefereeClient(server.address) as client:
+            game = await client.create_game("partnership", seed="drain")
+            health = health_stub(client.channel)
+            server.process.send_signal(signal.SIGTERM)
+            for _ in range(300):  # until the drain has begun (bounded)
+                reply = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
+                if reply.status == health_pb2.HealthCheckResponse.NOT_SERVING:
+                    break
+                await asyncio.sleep(0.1)
+            for name in ("", "pinochle.referee.v1.RefereeService"):
+                reply = await health.Check(health_pb2.HealthCheckRequest(service=name), timeout=5)
+                assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING, name
+            watch = health.Watch(health_pb2.HealthCheckRequest(service=""))
+            assert [update.status async for update in watch] == [
+                health_pb2.HealthCheckResponse.NOT_SERVING
+            ]
+            seat = client.seat(game.game_id, game.seat_tokens[1])
+            assert (await seat.submit({"type": "pass"}, expected_version=0))["version"] == 1
+            assert server.process.poll() is None
+            server.process.send_signal(signal.SIGTERM)
+            assert await asyncio.to_thread(server.process.wait, 60) == 128 + signal.SIGTERM
+    text = log.read_text()
+    shutting_down = next(
+        json.loads(line) for line in text.splitlines() if '"shutting_down"' in line
+    )
+    assert (shutting_down["drain_seconds"], shutting_down["grace_seconds"]) == (3600, 3600)
+    assert '"forced_stop"' in text and "Traceback" not in text
+    with running(db, port, log) as server:  # what the drain accepted is there
+        await server.wait_serving()
+        async with RefereeClient(server.address) as client:
+            view = await client.session(game.game_id, game.adjudicator_token).view()
+            assert view["version"] == 1

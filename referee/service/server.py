@@ -138,10 +138,18 @@ class Running:
     forced: asyncio.Event = field(default_factory=asyncio.Event)
     server_stopping: bool = False  # gRPC's stop has begun (see force_stop)
 
-    async def stop(self, grace: float) -> None:
-        """NOT_SERVING first so balancers drain us, then end the WatchGame streams (resumable),
-        finish the calls in flight, and close."""
+    async def stop(self, grace: float, drain: float = 0.0) -> None:
+        """NOT_SERVING first so balancers drain us; then, for ``drain`` seconds, go on serving
+        every call (``--drain-seconds``); then end the WatchGame streams (resumable), finish the
+        calls in flight within ``grace``, and close. ``force_stop`` cuts the drain short too.
+
+        Without a drain the port closed at once, so a health Check failed UNAVAILABLE rather
+        than read NOT_SERVING, and a balancer or Kubernetes endpoint that had not yet seen the
+        pod leave sent calls that could not connect."""
         await self.health.enter_graceful_shutdown()
+        if drain > 0 and not self.forced.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.forced.wait(), drain)
         self.games.stop_watching()  # streams would outlast any grace: they end, resumable
         self.server_stopping = True
         await self.server.stop(None if self.forced.is_set() else grace)
@@ -152,8 +160,9 @@ class Running:
         await self.store.close()
 
     async def force_stop(self) -> None:
-        """Cancel the calls still in flight now rather than at the end of the grace period
-        (``stop`` must be running, or about to: it goes on to close the store and returns).
+        """Cancel the calls still in flight now rather than at the end of the grace period, and
+        skip what is left of the drain (``stop`` must be running, or about to: it goes on to
+        close the store and returns).
 
         Nothing acknowledged is lost, and nothing unfinished is acknowledged: a cancelled call
         sends no answer, and a commit already handed to the store is not cancelled with it
@@ -659,8 +668,13 @@ async def serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     signals = StopSignals(loop)
     first = await signals.next()
-    log.info("shutting_down", signal=first.name, grace_seconds=settings.grace_seconds)
-    stopping = asyncio.ensure_future(running.stop(settings.grace_seconds))
+    log.info(
+        "shutting_down",
+        signal=first.name,
+        drain_seconds=settings.drain_seconds,
+        grace_seconds=settings.grace_seconds,
+    )
+    stopping = asyncio.ensure_future(running.stop(settings.grace_seconds, settings.drain_seconds))
     second = signals.next()
     await asyncio.wait((stopping, second), return_when=asyncio.FIRST_COMPLETED)
     status = 0

@@ -105,6 +105,7 @@ class Settings:
     refusal_burst: int = REFUSAL_BURST
     max_message_bytes: int = 1 << 20
     grace_seconds: float = 5.0
+    drain_seconds: float = 0.0  # serving on, health NOT_SERVING, before the graceful stop
     tls_cert: str = ""
     tls_key: str = ""
     tls_client_ca: str = ""
@@ -248,9 +249,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flag(
         "grace-seconds",
         _seconds,
-        "on SIGTERM or SIGINT, how long unary calls in flight may take to finish before they"
-        " are cancelled (health answers NOT_SERVING and WatchGame streams end, resumable;"
-        " default %(default)s)",
+        "on SIGTERM or SIGINT (after --drain-seconds), how long unary calls in flight may take"
+        " to finish before they are cancelled (health answers NOT_SERVING and WatchGame streams"
+        " end, resumable; a second signal cancels them at once; default %(default)s)",
+    )
+    flag(
+        "drain-seconds",
+        _seconds,
+        "on SIGTERM or SIGINT, how long to go on serving every call while health answers"
+        " NOT_SERVING (Check and Watch), so that balancers and readiness probes take the server"
+        " out before its port closes; then the grace period; a second signal skips both; 0: the"
+        " port closes at once (default %(default)s)",
     )
     flag("tls-cert", readable_file, "PEM certificate chain: serve TLS (needs --tls-key)")
     flag("tls-key", readable_file, "its PEM private key")
@@ -379,6 +388,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         refusal_burst=args.refusal_burst,
         max_message_bytes=args.max_message_bytes,
         grace_seconds=args.grace_seconds,
+        drain_seconds=args.drain_seconds,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
