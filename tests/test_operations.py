@@ -327,6 +327,10 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
     assert _serve_settings().max_service_streams == 40
     assert _serve_settings("--max-service-streams", "4").max_service_streams == 4
     assert Settings().max_service_streams == 1_000
+    clean_env.setenv(ENV_PREFIX + "MAX_STREAMS_PER_CONNECTION", "100")
+    assert _serve_settings().max_streams_per_connection == 100
+    assert _serve_settings("--max-streams-per-connection", "8").max_streams_per_connection == 8
+    assert Settings().max_streams_per_connection == 21_000
     clean_env.setenv(ENV_PREFIX + "DRAIN_SECONDS", "10")
     assert (_serve_settings().drain_seconds, Settings().drain_seconds) == (10, 0)
     assert _serve_settings("--drain-seconds", "2.5").drain_seconds == 2.5
@@ -352,6 +356,7 @@ def test_the_stream_limits_come_from_flags_and_the_environment(
         ("KEEPALIVE_SECONDS", "0.5", "--keepalive-seconds", "30"),
         ("KEEP_RESPONSES_SECONDS", "-1", "--keep-responses-seconds", "60"),
         ("DRAIN_SECONDS", "inf", "--drain-seconds", "5"),
+        ("MAX_STREAMS_PER_CONNECTION", "0", "--max-streams-per-connection", "100"),
         # argparse checks choices only on the command line: a variable's value passed unseen.
         ("LOG_FORMAT", "xml", "--log-format", "json"),
     ],

@@ -87,8 +87,9 @@ def host_port(host: str, port: int) -> str:
 def _grpc_int(value: int) -> int:
     """``value`` as a gRPC integer option, which is a C int: larger values failed the server's
     start with an OverflowError and a traceback (``--max-message-bytes`` of 128 MiB and more,
-    ``--max-pending-calls`` past 2**31 - 1, and ``--keepalive-seconds`` or
-    ``--max-connection-age-seconds`` past about 24.8 days, which gRPC takes in milliseconds)."""
+    ``--max-pending-calls`` or ``--max-streams-per-connection`` past 2**31 - 1, and
+    ``--keepalive-seconds`` or ``--max-connection-age-seconds`` past about 24.8 days, which gRPC
+    takes in milliseconds)."""
     return min(value, 2**31 - 1)
 
 
@@ -462,6 +463,9 @@ async def start_server(settings: Settings, store: GameStore | None = None) -> Ru
             # refused, logged and counted, rather than cancelled unseen.
             ("grpc.server.max_pending_requests", _grpc_int(pending_queue)),
             ("grpc.server.max_pending_requests_hard_limit", _grpc_int(pending_queue)),
+            # Announced to every client (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); gRPC's default
+            # announces none (see settings.MAX_STREAMS_PER_CONNECTION).
+            ("grpc.max_concurrent_streams", _grpc_int(settings.max_streams_per_connection)),
             *keepalive_options(settings.keepalive_seconds, settings.client_ping_seconds),
             *connection_age_options(settings.max_connection_age_seconds),
         ],

@@ -71,6 +71,17 @@ KEEP_RESPONSES = 86_400.0
 # checks apart), and a quarter of gRPC's queue of calls received and not yet started, which is
 # enough for every watcher of a full server to reconnect at once (--max-watchers' default).
 MAX_PENDING_CALLS = 10_000
+# HTTP/2 streams (calls) one connection may have open at once (gRPC's max_concurrent_streams,
+# announced to each client in its SETTINGS). The default is every call the server's own caps
+# admit at their defaults, so one connection, a frontend carrying all its players' calls and
+# watches over one channel, is never held back by it before those caps refuse with a status.
+# A limit that binds is not a queue: the client holds calls beyond it until a stream frees,
+# but of a burst past it gRPC refuses a share (RST_STREAM REFUSED_STREAM: UNAVAILABLE "Stream
+# removed", before any of the server's code runs, unlogged and uncounted: 46 to 50 of 300 unary
+# calls opened at once on one channel with a limit of 100, grpcio 1.85, 2026-12-03; a client
+# with the shipped retry policy retries them). gRPC's own default announces no limit at all.
+# Lower it where every connection is one player.
+MAX_STREAMS_PER_CONNECTION = MAX_WATCHERS + MAX_PENDING_CALLS + MAX_SERVICE_STREAMS
 # A connection silent this long is pinged; one whose ping is not answered within
 # KEEPALIVE_TIMEOUT_SECONDS is closed (see keepalive_options).
 KEEPALIVE_SECONDS = 60.0
@@ -95,6 +106,7 @@ class Settings:
     max_watchers: int = MAX_WATCHERS  # WatchGame streams open at once on this server
     max_service_streams: int = MAX_SERVICE_STREAMS  # health Watch and reflection streams
     max_pending_calls: int = MAX_PENDING_CALLS  # calls gRPC holds before the server starts them
+    max_streams_per_connection: int = MAX_STREAMS_PER_CONNECTION  # HTTP/2 streams at once
     keepalive_seconds: float = KEEPALIVE_SECONDS  # ping a silent connection after this long
     max_connection_age_seconds: float = 0.0  # 0: connections live as long as their clients like
     watch_window: int = RECENT_EVENTS  # events per game a WatchGame may resume from
@@ -190,6 +202,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "calls the server holds at once, received and not yet answered (WatchGame, health and"
         " reflection streams have caps of their own, and health checks are never refused); one"
         " beyond is RESOURCE_EXHAUSTED, reason TOO_MANY_CALLS (default %(default)s)",
+    )
+    flag(
+        "max-streams-per-connection",
+        _at_least_one,
+        "calls (HTTP/2 streams) one connection may have open at once, announced to the client"
+        " (HTTP/2 MAX_CONCURRENT_STREAMS); beyond it the client holds new calls until one ends,"
+        " but gRPC refuses some of a burst UNAVAILABLE; the default admits every call the caps"
+        " above do (default %(default)s)",
     )
     flag(
         "keepalive-seconds",
@@ -378,6 +398,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_watchers=args.max_watchers,
         max_service_streams=args.max_service_streams,
         max_pending_calls=args.max_pending_calls,
+        max_streams_per_connection=args.max_streams_per_connection,
         keepalive_seconds=args.keepalive_seconds,
         max_connection_age_seconds=args.max_connection_age_seconds,
         watch_window=args.watch_window,
