@@ -27,6 +27,7 @@ from typing import Any
 import grpc
 import pytest
 import structlog
+from google.protobuf import descriptor_pool
 from grpc_health.v1 import health_pb2
 from pinochle_client import RefereeClient, RefereeError
 from prometheus_client import REGISTRY
@@ -39,6 +40,7 @@ from referee.cli import build_parser
 from referee.engine.game import secure_shuffle
 from referee.service import servicers as servicers_module
 from referee.service.observability import configure_logging, route_library_logs
+from referee.service.server import SERVED_SERVICES
 from referee.service.settings import ENV_PREFIX, Settings, settings_from
 from referee.store.postgres import _one_line, secrets_of
 from tests.service_helpers import (
@@ -793,4 +795,42 @@ def test_only_passwords_are_starred_in_the_stores_messages() -> None:
     assert (
         _one_line(error, secrets_of(url))
         == 'role "referee" failed: password "***" or "***" refused'
+    )
+
+
+async def test_every_methods_grpc_series_are_there_at_zero_from_start_up(tmp_path: Path) -> None:
+    """Was: a method's ``grpc_server_*`` series appeared only with its first call, so a
+    dashboard showed no data and a rate of errors could not count a replica's first ones. Now
+    every method of every service served has them at 0 from start-up, every status code
+    included (go-grpc-prometheus's InitializeMetrics), labelled as its calls will be."""
+    metrics_port = free_port()
+    extra = ("--metrics-port", str(metrics_port))
+    with running(tmp_path / "referee.db", free_port(), tmp_path / "server.log", *extra) as server:
+        await server.wait_serving()  # health Checks, and nothing else
+        text = await _scrape(f"http://127.0.0.1:{metrics_port}/metrics")
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    health = "grpc.health.v1.Health"
+    reflection = "grpc.reflection.v1alpha.ServerReflection"
+    for kind, service, method in (
+        ("unary", SERVICE, "SubmitAction"),
+        ("unary", SERVICE, "CreateGame"),
+        ("server_stream", SERVICE, "WatchGame"),
+        ("unary", "pinochle.referee.v1.RulesService", "ScoreMeld"),
+        ("unary", health, "Check"),
+        ("server_stream", health, "Watch"),
+        ("bidi_stream", reflection, "ServerReflectionInfo"),
+    ):
+        labels = (("grpc_method", method), ("grpc_service", service), ("grpc_type", kind))
+        for code in grpc.StatusCode:
+            value = samples[("grpc_server_handled_total", (("grpc_code", code.name), *labels))]
+            assert value == 0 or (method, code.name) == ("Check", "OK"), (method, code, value)
+        if method != "Check":
+            assert samples["grpc_server_handling_seconds_count", labels] == 0, method
+    handled = [name for name, _ in samples if name == "grpc_server_handled_total"]
+    assert len(handled) == len(grpc.StatusCode) * sum(
+        len(descriptor_pool.Default().FindServiceByName(name).methods) for name in SERVED_SERVICES
     )

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 
+import grpc
+from google.protobuf import descriptor_pool
 from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
 # No ``*_created`` series beside each counter and histogram (prometheus_client's default in the
@@ -96,6 +99,29 @@ UNARY, SERVER_STREAM, CLIENT_STREAM, BIDI_STREAM = (
     "client_stream",
     "bidi_stream",
 )
+
+
+def grpc_type(request_streaming: bool, response_streaming: bool) -> str:
+    """The ``grpc_type`` of a method whose requests and responses stream, or not."""
+    if request_streaming:
+        return BIDI_STREAM if response_streaming else CLIENT_STREAM
+    return SERVER_STREAM if response_streaming else UNARY
+
+
+def initialize_grpc_metrics(services: Iterable[str]) -> None:
+    """Every method of ``services`` (full names, their descriptors loaded) in the gRPC metrics
+    from start-up, at 0: its handling-time histogram and its handled counter for every status
+    code, as go-grpc-prometheus's ``InitializeMetrics`` does. A series appeared only with its
+    first call, so dashboards showed no data rather than 0, and an alert on a rate of errors
+    (``rate(grpc_server_handled_total{grpc_code="INTERNAL"}[5m])``) could not see a replica's
+    first failures: a counter that appears at 1 has no earlier sample to rise from."""
+    pool = descriptor_pool.Default()
+    for service in services:
+        for method in pool.FindServiceByName(service).methods:
+            kind = grpc_type(method.client_streaming, method.server_streaming)
+            grpc_seconds(kind, service, method.name)
+            for code in grpc.StatusCode:
+                grpc_handled(kind, service, method.name, code.name)
 
 
 # ``labels()`` validates and locks on every call; every RPC updates several of these, so the

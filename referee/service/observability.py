@@ -278,25 +278,22 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         """
         _, _, path = method.partition("/")
         service, _, name = path.partition("/")
+        kind = metrics.grpc_type(handler.request_streaming, handler.response_streaming)
         if handler.unary_unary is not None:
-            kind, inner = metrics.UNARY, handler.unary_unary
-            make = grpc.unary_unary_rpc_method_handler
+            inner, make = handler.unary_unary, grpc.unary_unary_rpc_method_handler
         elif handler.unary_stream is not None:
             # Issue 4 (gRPC health): a handler that sends with ``context.write`` (the health
             # service's Watch) is a coroutine, not an async generator; wrapping it in
             # ``async for`` failed every health Watch with UNKNOWN (``_either`` tells them apart).
-            kind, inner = metrics.SERVER_STREAM, handler.unary_stream
-            make = grpc.unary_stream_rpc_method_handler
+            inner, make = handler.unary_stream, grpc.unary_stream_rpc_method_handler
         elif handler.stream_unary is not None:
-            kind, inner = metrics.CLIENT_STREAM, handler.stream_unary
-            make = grpc.stream_unary_rpc_method_handler
+            inner, make = handler.stream_unary, grpc.stream_unary_rpc_method_handler
         else:
             # Reflection's one method is a bidirectional stream: its log line,
             # grpc_server_handled_total, and a refusal (its stream cap) given its rich status, as
             # every other call's; passed through bare, a ServiceError it raised reached the
             # client as UNKNOWN. Its requests are read by grpc_reflection's own loop.
-            kind, inner = metrics.BIDI_STREAM, handler.stream_stream
-            make = grpc.stream_stream_rpc_method_handler
+            inner, make = handler.stream_stream, grpc.stream_stream_rpc_method_handler
         if handler.request_streaming:
             decode = handler.request_deserializer  # gRPC decodes a stream's messages as they come
         else:

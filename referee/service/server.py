@@ -57,6 +57,8 @@ SERVICE_NAMES = (
     pb.DESCRIPTOR.services_by_name["RefereeService"].full_name,
     pb.DESCRIPTOR.services_by_name["RulesService"].full_name,
 )
+# Every service the server registers: reflection lists them, and their metrics start at 0.
+SERVED_SERVICES = (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)
 
 
 # A response (an export, a page of verdicts) may be this many times ``--max-message-bytes``: the
@@ -527,9 +529,10 @@ async def _serve_on(
     health_servicer = HealthServicer(slots)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(  # type: ignore[no-untyped-call]
-        ReflectionServicer((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), slots),
+        ReflectionServicer(SERVED_SERVICES, slots),
         server,
     )
+    metrics.initialize_grpc_metrics(SERVED_SERVICES)
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
