@@ -911,7 +911,12 @@ async def test_audit_log_pages_past_the_maximum_page_size(srv: Served) -> None:
         walked += [e.seq for e in batch]
     assert walked == list(range(1, 1005))
     assert await page(1004, 5) == [] and await page(10**12, 5) == []
-    assert [e.seq for e in await page(-7, 2)] == [1, 2]
+    # A negative after_seq is refused, as WatchGame refuses it (it read the log from the start).
+    for after, size in ((-7, 2), (-1, 0)):
+        error = await refused(page(after, size))
+        assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["after_seq"]
+    error = await refused(page(0, -1))
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == ["page_size"]
     # The server's adjudicator credential sees what the game's adjudicator sees.
     assert await page(990, 20, bearer(ADJUDICATOR_TOKEN)) == await page(990, 20)
 

@@ -179,6 +179,10 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         request: pb.GetAuditLogRequest,
         context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
     ) -> pb.GetAuditLogResponse:
+        # Refused as WatchGame refuses it: read as 0, a negative after_seq gave the log from
+        # its start, so a client's broken cursor went unnoticed.
+        if request.after_seq < 0:
+            raise invalid("after_seq must not be negative", "after_seq")
         limit = request.page_size or MAX_AUDIT_PAGE
         if not 0 < limit <= MAX_AUDIT_PAGE:
             raise invalid(f"page_size must be 1 to {MAX_AUDIT_PAGE}", "page_size")
