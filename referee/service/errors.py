@@ -30,6 +30,7 @@ _CODE_NUMBER = {
     grpc.StatusCode.UNAVAILABLE: code_pb2.UNAVAILABLE,
     grpc.StatusCode.INTERNAL: code_pb2.INTERNAL,
     grpc.StatusCode.DEADLINE_EXCEEDED: code_pb2.DEADLINE_EXCEEDED,
+    grpc.StatusCode.DATA_LOSS: code_pb2.DATA_LOSS,
 }
 
 

@@ -75,6 +75,7 @@ from referee.store.base import (
     GameStore,
     LogRow,
     UnknownGame,
+    UnreadableAuditEntry,
     VersionConflict,
     compact_json,
 )
@@ -1347,12 +1348,34 @@ class GameManager:
         self, game_id: str, token: str | None, after_seq: int, limit: int
     ) -> tuple[Caller, list[AuditRow]]:
         _, caller = await self.get(game_id, token)
-        rows = await self.store.audit_log(game_id, after_seq, limit)
+        try:
+            rows = await self.store.audit_log(game_id, after_seq, limit)
+        except UnreadableAuditEntry as damaged:
+            raise unreadable_audit_entry(game_id, damaged.seq, damaged.detail) from None
         return caller, rows
 
     async def verify_audit_log(self, game_id: str, token: str | None) -> AuditVerification:
         await self.get(game_id, token)
         return await self.store.verify_audit_log(game_id)
+
+
+def unreadable_audit_entry(game_id: str, seq: int, detail: str) -> ServiceError:
+    """The answer to a read of an audit entry that cannot be read back (a tampered row: the
+    store's ``UnreadableAuditEntry``, or a value no ``AuditEntry`` holds), logged as the error
+    it is. DATA_LOSS, reason AUDIT_ENTRY_UNREADABLE, ``metadata["seq"]`` the entry: the row
+    stays as it is and retrying will not help, so neither INTERNAL (a server bug) nor
+    UNAVAILABLE (retry) fits. ``detail`` says what is wrong without the value itself; it goes
+    to the log only."""
+    structlog.get_logger("referee.games").error(
+        "audit_entry_unreadable", game_id=game_id, seq=seq, detail=detail
+    )
+    return ServiceError(
+        grpc.StatusCode.DATA_LOSS,
+        f"audit entry {seq} cannot be read back: its stored row is damaged (VerifyAuditLog"
+        " names the first bad entry)",
+        reason="AUDIT_ENTRY_UNREADABLE",
+        metadata={"seq": str(seq)},
+    )
 
 
 def _bounded_action(action: Mapping[str, object]) -> dict[str, object]:

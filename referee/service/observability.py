@@ -409,7 +409,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         """Turn what a handler raised into a status a client can act on, never ``UNKNOWN``.
 
         A ``ServiceError`` is a refusal: it becomes its rich status (ErrorInfo with the A.5
-        code, BadRequest naming the field) and the log line says ``refused`` with its code.
+        code, BadRequest naming the field) and the log line says ``refused`` with its code
+        (``failed`` for DATA_LOSS, a damaged stored row: the data's fault, not the caller's).
         An ``AbortError``, or a status already set, passes through. Anything else is a fault of
         the server, not of the client: it is logged with its traceback and answered
         ``UNAVAILABLE`` when the store failed (a retry with the same ``request_id`` is safe: it
@@ -419,7 +420,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
         pass-through raises ``AbortError``.
         """
         if isinstance(error, ServiceError):
-            logline.annotate(outcome="refused", code=error.reason)
+            failed = error.code == grpc.StatusCode.DATA_LOSS
+            logline.annotate(outcome="failed" if failed else "refused", code=error.reason)
             await context.abort_with_status(error.to_status())
         status = context.code()
         if isinstance(error, grpc.aio.AbortError) or status not in (None, grpc.StatusCode.OK):

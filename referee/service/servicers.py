@@ -34,7 +34,7 @@ from referee.service.convert import (
     to_value,
 )
 from referee.service.errors import invalid, over_limit
-from referee.service.games import GameManager
+from referee.service.games import GameManager, unreadable_audit_entry
 from referee.service.logline import annotate
 from referee.store.base import AuditRow
 
@@ -186,8 +186,9 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         limit = request.page_size or MAX_AUDIT_PAGE
         if not 0 < limit <= MAX_AUDIT_PAGE:
             raise invalid(f"page_size must be 1 to {MAX_AUDIT_PAGE}", "page_size")
+        game_id = _game_id(request.game_id)
         caller, rows = await self.games.audit_log(
-            _game_id(request.game_id), _token(context), request.after_seq, limit
+            game_id, _token(context), request.after_seq, limit
         )
         full = caller.role == ADJUDICATOR
         page = pb.GetAuditLogResponse()
@@ -197,9 +198,14 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         # than max") and the log could not be read at all.
         most = min(MAX_AUDIT_PAGE_BYTES, self.max_response_bytes)
         for row in rows:
-            entry = _audit_entry(
-                row, full, own=caller.role == SEAT and row.role == SEAT and row.seat == caller.seat
-            )
+            own = caller.role == SEAT and row.role == SEAT and row.seat == caller.seat
+            try:
+                entry = _audit_entry(row, full, own)
+            except (ValueError, TypeError, OverflowError) as error:
+                # A row the store could read that no AuditEntry holds (a time beyond the
+                # Timestamp's years 1 to 9999, a seat beyond int32): tampered with, as one the
+                # store cannot read (the same answer, not INTERNAL).
+                raise unreadable_audit_entry(game_id, row.seq, str(error)) from None
             size += entry.ByteSize() + _ENTRY_FRAMING
             if page.entries and size > most:
                 break

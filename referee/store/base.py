@@ -122,6 +122,19 @@ class UnknownGame(StoreError):
     """No game with this id."""
 
 
+class UnreadableAuditEntry(StoreError):
+    """The audit row at ``seq`` cannot be read back as an entry: a column holds what no entry
+    holds (text that is not JSON, a number no double holds, a value of another type), so it
+    was changed in the database. Retrying will not help: it is data lost, not a failure to
+    reach the store (``audit_log``; ``verify_audit_log`` reports such a row as its first bad
+    entry instead)."""
+
+    def __init__(self, seq: int, detail: str) -> None:
+        super().__init__(f"audit entry {seq} cannot be read: {detail}")
+        self.seq = seq
+        self.detail = detail
+
+
 @dataclass(frozen=True, slots=True)
 class GameRecord:
     """What the store keeps about a game besides its log."""
@@ -340,7 +353,8 @@ class GameStore(Protocol):
         self, game_id: str, after_seq: int = 0, limit: int = 1000
     ) -> list[AuditRow]:
         """Audit rows with seq > after_seq, in order, at most ``limit`` (UnknownGame if no
-        such game, as ``load_log``)."""
+        such game, as ``load_log``; UnreadableAuditEntry for the first row that cannot be
+        read back)."""
 
     async def verify_audit_log(self, game_id: str) -> AuditVerification:
         """Recompute the hash chain and report the first row that does not match."""

@@ -96,7 +96,7 @@ from referee.store.sqlite import (
     _GAME_COLUMNS,
     _GAME_READ_COLUMNS,
     _audit_params,
-    _audit_row,
+    _audit_rows,
     _AuditDraft,
     _game_params,
     _game_record,
@@ -924,7 +924,7 @@ class PostgresStore:
             rows = await cursor.fetchall()
             if not rows and not await _game_exists(conn, game_id):
                 raise UnknownGame(game_id)
-            return [_audit_row(row) for row in rows]
+            return _audit_rows(rows, after_seq)
 
         return await self._read(query)
 

@@ -93,6 +93,7 @@ from referee.store.base import (
     LogRow,
     StoreError,
     UnknownGame,
+    UnreadableAuditEntry,
     VersionConflict,
     check_downgrade,
     compact_json,
@@ -443,9 +444,30 @@ def _insert_audit(
 
 
 def _audit_row(values: Sequence[Any]) -> AuditRow:
+    """An audit row from the audit table's values in ``_AUDIT_COLUMNS`` order. ValueError or
+    TypeError when a column holds what no entry holds: text that is not JSON or a number no
+    double holds in ``action`` (both stores), a value of another type (SQLite's columns take
+    any), a time that is no finite number. Such a row passed as read, and its reader (a page of
+    GetAuditLog, the hash) failed on it further on, as an internal error."""
     (seq, time, role, seat, rpc, action, public, outcome, code, request_id, version, prev, hsh) = (
         values
     )
+    _check_column("seq", seq, int)
+    _check_column("version", version, int)
+    if seat is not None:
+        _check_column("seat", seat, int)
+    for name, text in (
+        ("role", role),
+        ("rpc", rpc),
+        ("outcome", outcome),
+        ("code", code),
+        ("request_id", request_id),
+        ("previous_hash", prev),
+        ("hash", hsh),
+    ):
+        _check_column(name, text, str)
+    if type(time) not in (int, float) or not math.isfinite(time):
+        raise ValueError(f"time is not a finite number ({type(time).__name__})")
     return AuditRow(
         seq=seq,
         time=time,
@@ -461,6 +483,28 @@ def _audit_row(values: Sequence[Any]) -> AuditRow:
         previous_hash=prev,
         hash=hsh,
     )
+
+
+def _check_column(name: str, value: object, kind: type) -> None:
+    """TypeError unless ``value`` is exactly of ``kind`` (a bool is no int). The message names
+    the column and the type found, never the value: a tampered column may hold anything."""
+    if type(value) is not kind:
+        raise TypeError(f"{name} is {type(value).__name__}, not {kind.__name__}")
+
+
+def _audit_rows(rows: Iterable[Sequence[Any]], after_seq: int) -> list[AuditRow]:
+    """The rows of a page of the audit log (both stores' ``audit_log``), read after
+    ``after_seq``. The first that cannot be read raises UnreadableAuditEntry naming its seq
+    (when the seq column itself is not a number, the one after the row before), so the service
+    can answer DATA_LOSS for that entry rather than fail without saying which one."""
+    read: list[AuditRow] = []
+    for values in rows:
+        try:
+            read.append(_audit_row(values))
+        except (ValueError, TypeError) as error:  # orjson.JSONDecodeError is a ValueError
+            seq = values[0] if type(values[0]) is int else (read[-1].seq if read else after_seq) + 1
+            raise UnreadableAuditEntry(max(seq, 1), str(error)) from error
+    return read
 
 
 def _game_record(values: Sequence[Any]) -> GameRecord:
@@ -1038,7 +1082,7 @@ class SqliteStore:
             ).fetchall()
             if not rows and not _game_exists(conn, game_id):
                 raise UnknownGame(game_id)
-            return [_audit_row(row) for row in rows]
+            return _audit_rows(rows, after_seq)
 
         return await self._read(query)
 

@@ -1,0 +1,124 @@
+"""The checks of a stored game's audit log, through a real server and on both stores: a page of
+``GetAuditLog`` that reaches a damaged row (DATA_LOSS, not INTERNAL).
+
+Each test runs on SQLite and on PostgreSQL (a schema of its own, dropped afterwards; skipped
+with the reason when PostgreSQL is unreachable), and changes rows with SQL as someone with
+write access to the database could.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import random
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from pinochle_client import RefereeError
+from structlog.testing import capture_logs
+
+from tests.service_helpers import Served, Table, new_table, play_step, serving
+from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema, postgres_sql
+
+
+@dataclass(frozen=True)
+class Database:
+    """A database to serve (``--db``, ``--db-schema``) and a way to change its rows."""
+
+    name: str
+    db: str
+    schema: str
+    sql: Callable[[str, Sequence[object]], Awaitable[None]]  # ``?`` placeholders, committed
+
+
+def _sqlite_sql(path: Path, statement: str, params: Sequence[object]) -> Awaitable[None]:
+    def run() -> None:
+        conn = sqlite3.connect(path)
+        try:
+            with conn:
+                conn.execute(statement, tuple(params))
+        finally:
+            conn.close()
+
+    return asyncio.to_thread(run)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=postgres_marks())])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    if request.param == "sqlite":
+        path = tmp_path / "referee.db"
+        yield Database("sqlite", str(path), "", functools.partial(_sqlite_sql, path))
+        return
+    with postgres_schema("test_audit_checks") as schema:
+        yield Database("postgres", POSTGRES_URL, schema, functools.partial(postgres_sql, schema))
+
+
+@contextlib.asynccontextmanager
+async def served(tmp_path: Path, database: Database) -> AsyncIterator[Served]:
+    async with serving(tmp_path, db=database.db, db_schema=database.schema) as srv:
+        yield srv
+
+
+async def _played(srv: Served, seed: str, actions: int) -> Table:
+    """A partnership game with ``actions`` accepted actions and one refused request."""
+    table = await new_table(srv.client, "partnership", seed=seed)
+    rng = random.Random(seed)
+    for _ in range(actions):
+        assert await play_step(table, rng) is not None
+    with contextlib.suppress(RefereeError):
+        await table.seats[0].submit({"type": "play", "card": "AS"}, expected_version=0)
+    return table
+
+
+async def _data_loss(call: Awaitable[Any]) -> RefereeError:
+    with pytest.raises(RefereeError) as caught:
+        await call
+    return caught.value
+
+
+# JSON with a number no double holds: valid JSON (PostgreSQL's json column takes it), which no
+# entry can be read from on either store.
+UNREADABLE_ACTION = '{"type":"bid","amount":1e999}'
+
+
+async def test_a_page_reaching_an_unreadable_row_is_data_loss(
+    tmp_path: Path, database: Database
+) -> None:
+    """Was INTERNAL ("internal server error"): the store's read raised on the row. DATA_LOSS
+    with reason AUDIT_ENTRY_UNREADABLE and the entry's seq, for every role, logged as an
+    error; pages before and after the row still read, VerifyAuditLog still names it, and a
+    row the store reads but no AuditEntry holds (a time beyond the Timestamp's range) is
+    answered the same way."""
+    async with served(tmp_path, database) as srv:
+        table = await _played(srv, "unreadable", 6)
+        cast = "::json" if database.name == "postgres" else ""
+        await database.sql(
+            f"UPDATE audit SET action = ?{cast} WHERE game_id = ? AND seq = 3",
+            (UNREADABLE_ACTION, table.game_id),
+        )
+        with capture_logs() as logs:
+            for session in (table.adj, table.seats[2], table.spec):
+                error = await _data_loss(session.audit_log())
+                assert error.code == grpc.StatusCode.DATA_LOSS, error
+                assert (error.reason, error.metadata) == ("AUDIT_ENTRY_UNREADABLE", {"seq": "3"})
+                assert "1e999" not in error.message
+        lines = [line for line in logs if line["event"] == "audit_entry_unreadable"]
+        assert [(line["log_level"], line["seq"]) for line in lines] == [("error", 3)] * 3
+        assert [e["seq"] for e in await table.adj.audit_log(page_size=2)] == [1, 2]
+        assert [e["seq"] for e in await table.adj.audit_log(after_seq=3)] == list(range(4, 8))
+        check = await table.spec.check_audit_log()
+        assert (check.intact, check.first_bad_seq) == (False, 3), check
+
+        other = await _played(srv, "far-time", 3)
+        await database.sql(
+            "UPDATE audit SET time = ? WHERE game_id = ? AND seq = 2", (1e15, other.game_id)
+        )
+        error = await _data_loss(other.adj.audit_log())
+        assert (error.code, error.reason) == (grpc.StatusCode.DATA_LOSS, "AUDIT_ENTRY_UNREADABLE")
+        assert error.metadata == {"seq": "2"}
