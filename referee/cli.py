@@ -219,6 +219,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="the schema version the older release knows (it names it when it refuses to start)",
     )
     _store_arguments(downgrade)
+    verify_audit = commands.add_parser(
+        "verify-audit",
+        help="check stored games' audit logs (each hash chain), even while the database is served",
+        description="Checks each game as VerifyAuditLog does. Exit 0 when every audit log"
+        " checked is intact, 1 when one is not (one line each, naming the first bad entry),"
+        " 2 when a game id is not in the database or the database cannot be read.",
+    )
+    verify_audit.add_argument(
+        "game_ids",
+        nargs="*",
+        metavar="GAME_ID",
+        help="the games to check (default: every game in the database)",
+    )
+    _store_arguments(verify_audit)
     verify = commands.add_parser(
         "verify-deal", help="check a deal against the commitment published when it was dealt"
     )
@@ -379,6 +393,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _backup(args.db, args.destination)
     if args.command == "downgrade":
         return asyncio.run(_downgrade(args.db, args.db_schema, args.to))
+    if args.command == "verify-audit":
+        return asyncio.run(_verify_audit(args.game_ids, args.db, args.db_schema))
     if args.command == "verify-deal":
         return _verify_deal(args.commitment, args.salt, args.deal)
     if args.command == "demo":
@@ -451,6 +467,56 @@ async def _export(game_id: str, db: str, schema: str = "") -> int:
         return 1
     finally:
         await store.close()
+
+
+async def _verify_audit(game_ids: Sequence[str], db: str, schema: str = "") -> int:
+    """Check the audit log of each game named, or of every game in the database: the store's
+    ``verify_audit_log``, the check VerifyAuditLog and ``backup`` make of its chain. One line
+    per broken log and a summary, on standard output. Exit 0 when all are intact, 1 when one
+    is not, 2 when the command cannot do what was asked: a database that cannot be opened or
+    read, a game id it does not hold (nothing is checked then). The database is opened as
+    ``export`` opens it: neither created nor migrated, and beside any server of it (no serving
+    lock)."""
+    from referee.service.server import db_for_log, open_store  # noqa: PLC0415
+    from referee.store.base import StoreError  # noqa: PLC0415
+
+    store = open_store(db, schema, create=False, serving=False)
+    where = db_for_log(db) + (f" schema {schema}" if schema and is_postgres_url(db) else "")
+    try:
+        await store.open()
+        stored = await store.list_games()
+        named = list(dict.fromkeys(game_ids))  # each once, in the order given
+        unknown = sorted(set(named) - set(stored))
+        if unknown:
+            listed = ", ".join(repr(game_id) for game_id in unknown)
+            print(f"pinochle-referee: {where} holds no game {listed}", file=sys.stderr)
+            return 2
+        checked = named or stored
+        broken = entries = 0
+        for game_id in checked:
+            verdict = await store.verify_audit_log(game_id)
+            entries += verdict.entries
+            if not verdict.intact:
+                broken += 1
+                print(
+                    f"game {game_id}: audit log not intact at entry {verdict.first_bad_seq}:"
+                    f" {verdict.detail}"
+                )
+    except StoreError as error:
+        print(f"pinochle-referee: {error}", file=sys.stderr)
+        return 2
+    finally:
+        await store.close()
+    print(
+        f"checked {_count(len(checked), 'game')} in {where}"
+        f" ({_count(entries, 'audit entry', 'audit entries')}): "
+        + (
+            "every audit log intact"
+            if not broken
+            else f"{_count(broken, 'audit log', 'audit logs')} not intact"
+        )
+    )
+    return 1 if broken else 0
 
 
 async def _downgrade(db: str, schema: str, version: int) -> int:

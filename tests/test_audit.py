@@ -1024,7 +1024,16 @@ def _redirected(
     )
 
 
-_COMMANDS_THAT_PRINT = ("audit", "query", "export", "backup", "downgrade", "verify-deal", "demo")
+_COMMANDS_THAT_PRINT = (
+    "audit",
+    "query",
+    "export",
+    "backup",
+    "downgrade",
+    "verify-audit",
+    "verify-deal",
+    "demo",
+)
 
 
 def _commands_that_print(tmp_path: Path) -> dict[str, tuple[list[str], bytes]]:
@@ -1042,6 +1051,7 @@ def _commands_that_print(tmp_path: Path) -> dict[str, tuple[list[str], bytes]]:
         "export": (["export", game_id, "--db", str(db)], b""),
         "backup": (["backup", "--db", str(db), str(tmp_path / "copy.db")], b""),
         "downgrade": (["downgrade", "--db", str(db), "--to", str(SCHEMA_VERSION)], b""),
+        "verify-audit": (["verify-audit", "--db", str(db)], b""),
         "verify-deal": (["verify-deal", commitment, "00a1", json.dumps(deal)], b""),
         "demo": (["demo", "--options", json.dumps(SHORT_GAME["partnership"])], b""),
     }

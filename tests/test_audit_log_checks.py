@@ -1,5 +1,6 @@
 """The checks of a stored game's audit log, through a real server and on both stores: a page of
-``GetAuditLog`` that reaches a damaged row (DATA_LOSS, not INTERNAL).
+``GetAuditLog`` that reaches a damaged row (DATA_LOSS, not INTERNAL), and
+``pinochle-referee verify-audit``.
 
 Each test runs on SQLite and on PostgreSQL (a schema of its own, dropped afterwards; skipped
 with the reason when PostgreSQL is unreachable), and changes rows with SQL as someone with
@@ -23,6 +24,7 @@ import pytest
 from pinochle_client import RefereeError
 from structlog.testing import capture_logs
 
+from referee import cli
 from tests.service_helpers import Served, Table, new_table, play_step, serving
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema, postgres_sql
 
@@ -122,3 +124,50 @@ async def test_a_page_reaching_an_unreadable_row_is_data_loss(
         error = await _data_loss(other.adj.audit_log())
         assert (error.code, error.reason) == (grpc.StatusCode.DATA_LOSS, "AUDIT_ENTRY_UNREADABLE")
         assert error.metadata == {"seq": "2"}
+
+
+async def _verify_audit(*argv: str, database: Database) -> int:
+    """``pinochle-referee verify-audit`` in a thread (it runs its own event loop), as a user
+    would run it beside the server."""
+    schema = ["--db-schema", database.schema] if database.schema else []
+    return await asyncio.to_thread(cli.main, ["verify-audit", *argv, "--db", database.db, *schema])
+
+
+async def test_verify_audit_names_a_tampered_entry_and_refuses_what_it_cannot_check(
+    tmp_path: Path, database: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``verify-audit`` on both stores: a changed audit row is exit 1 with its seq, the games
+    named are the ones checked, an id the database does not hold is exit 2 with nothing
+    checked, and so is a database that holds no referee tables."""
+    async with served(tmp_path, database) as srv:
+        tampered = await _played(srv, "tampered", 4)
+        intact = await _played(srv, "intact", 4)
+        await database.sql(
+            "UPDATE audit SET code = 'NOT_YOUR_TURN' WHERE game_id = ? AND seq = 3",
+            (tampered.game_id,),
+        )
+        capsys.readouterr()
+        assert await _verify_audit(intact.game_id, tampered.game_id, database=database) == 1
+        out = capsys.readouterr().out.splitlines()
+        assert out[0] == (
+            f"game {tampered.game_id}: audit log not intact at entry 3: entry 3 does not match"
+            " its hash"
+        ), out
+        assert "checked 2 games" in out[1] and "(10 audit entries)" in out[1], out
+        assert await _verify_audit(intact.game_id, intact.game_id, database=database) == 0
+        assert "checked 1 game in" in capsys.readouterr().out
+
+        assert await _verify_audit(intact.game_id, "no-such-game", database=database) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and "holds no game 'no-such-game'" in captured.err, captured
+
+    if database.name == "sqlite":
+        empty = tmp_path / "not-a-referee.db"
+        sqlite3.connect(empty).close()
+        gone, said = Database("sqlite", str(empty), "", database.sql), "holds no referee database"
+    else:
+        missing = database.schema + "_missing"
+        gone, said = Database("postgres", database.db, missing, database.sql), "no schema"
+    assert await _verify_audit(database=gone) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and said in captured.err, captured
