@@ -221,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     _store_arguments(downgrade)
     verify_audit = commands.add_parser(
         "verify-audit",
-        help="check stored games' audit logs (each hash chain), even while the database is served",
+        help="check stored games' audit logs (each hash chain, and its match with the game's"
+        " log), even while the database is served",
         description="Checks each game as VerifyAuditLog does. Exit 0 when every audit log"
         " checked is intact, 1 when one is not (one line each, naming the first bad entry),"
         " 2 when a game id is not in the database or the database cannot be read.",
@@ -471,12 +472,12 @@ async def _export(game_id: str, db: str, schema: str = "") -> int:
 
 async def _verify_audit(game_ids: Sequence[str], db: str, schema: str = "") -> int:
     """Check the audit log of each game named, or of every game in the database: the store's
-    ``verify_audit_log``, the check VerifyAuditLog and ``backup`` make of its chain. One line
-    per broken log and a summary, on standard output. Exit 0 when all are intact, 1 when one
-    is not, 2 when the command cannot do what was asked: a database that cannot be opened or
-    read, a game id it does not hold (nothing is checked then). The database is opened as
-    ``export`` opens it: neither created nor migrated, and beside any server of it (no serving
-    lock)."""
+    ``verify_audit_log``, the check VerifyAuditLog and ``backup`` make (its chain, and its
+    accepted entries against the game's log). One line per broken log and a summary, on
+    standard output. Exit 0 when all are intact, 1 when one is not, 2 when the command cannot
+    do what was asked: a database that cannot be opened or read, a game id it does not hold
+    (nothing is checked then). The database is opened as ``export`` opens it: neither created
+    nor migrated, and beside any server of it (no serving lock)."""
     from referee.service.server import db_for_log, open_store  # noqa: PLC0415
     from referee.store.base import StoreError  # noqa: PLC0415
 

@@ -1,6 +1,6 @@
 """The checks of a stored game's audit log, through a real server and on both stores: a page of
-``GetAuditLog`` that reaches a damaged row (DATA_LOSS, not INTERNAL), and
-``pinochle-referee verify-audit``.
+``GetAuditLog`` that reaches a damaged row (DATA_LOSS, not INTERNAL), ``VerifyAuditLog``'s
+comparison of the audit log with the game's log, and ``pinochle-referee verify-audit``.
 
 Each test runs on SQLite and on PostgreSQL (a schema of its own, dropped afterwards; skipped
 with the reason when PostgreSQL is unreachable), and changes rows with SQL as someone with
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import random
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -25,7 +26,7 @@ from pinochle_client import RefereeError
 from structlog.testing import capture_logs
 
 from referee import cli
-from tests.service_helpers import Served, Table, new_table, play_step, serving
+from tests.service_helpers import SHORT_GAME, Served, Table, new_table, play, play_step, serving
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema, postgres_sql
 
 
@@ -131,6 +132,62 @@ async def _verify_audit(*argv: str, database: Database) -> int:
     would run it beside the server."""
     schema = ["--db-schema", database.schema] if database.schema else []
     return await asyncio.to_thread(cli.main, ["verify-audit", *argv, "--db", database.db, *schema])
+
+
+async def _accepted_play(table: Table) -> dict[str, Any]:
+    """An accepted ``play`` entry of the game (the adjudicator's view: the card shows)."""
+    entries = await table.adj.audit_log()
+    plays = [
+        e
+        for e in entries
+        if e["outcome"] == "AUDIT_OUTCOME_ACCEPTED" and e["action"]["type"] == "play"
+    ]
+    return plays[len(plays) // 2]
+
+
+async def test_a_change_to_the_games_log_breaks_the_audit_log(
+    tmp_path: Path, database: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: the audit log was checked alone, so an accepted action changed in the game's log
+    (what a restart replays, WatchGame and ExportGame send) left VerifyAuditLog intact. Each
+    accepted entry is now compared with the game's log: a finished game and one mid-hand are
+    intact, and a played card changed in the log is found at its entry, by every role, without
+    the card in ``detail`` (a seat may ask). ``verify-audit`` says the same, beside the server."""
+    async with served(tmp_path, database) as srv:
+        finished = await new_table(srv.client, "two-handed", SHORT_GAME["two-handed"], seed="f")
+        await play(finished, random.Random(2))
+        mid_hand = await _played(srv, "mid-hand", 9)
+        for table in (finished, mid_hand):
+            assert await table.seats[1].verify_audit_log()
+        capsys.readouterr()
+        assert await _verify_audit(database=database) == 0
+        out = capsys.readouterr().out
+        assert out.endswith(": every audit log intact\n") and "checked 2 games in" in out, out
+
+        entry = await _accepted_play(finished)
+        card = entry["action"]["card"]
+        other = next(c for c in ("AS", "9C", "QD") if c != card)
+        changed = json.dumps({**entry["action"], "card": other}, separators=(",", ":"))
+        await database.sql(
+            "UPDATE log SET payload = ? WHERE game_id = ? AND kind = 'action' AND version = ?",
+            (changed, finished.game_id, entry["version"]),
+        )
+        for session in (finished.seats[0], finished.spec, finished.adj):
+            check = await session.check_audit_log()
+            assert (check.intact, check.first_bad_seq) == (False, entry["seq"]), check
+            assert "does not match the game's log" in check.detail, check.detail
+            assert card not in check.detail and other not in check.detail, check.detail
+        assert await mid_hand.seats[0].verify_audit_log()
+
+        assert await _verify_audit(database=database) == 1
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0] == (
+            f"game {finished.game_id}: audit log not intact at entry {entry['seq']}: {check.detail}"
+        ), lines
+        assert lines[1].startswith("checked 2 games in"), lines
+        assert lines[1].endswith(": 1 audit log not intact"), lines
+        assert await _verify_audit(mid_hand.game_id, database=database) == 0
+        await play_step(mid_hand, random.Random(1))  # the server serves on
 
 
 async def test_verify_audit_names_a_tampered_entry_and_refuses_what_it_cannot_check(

@@ -208,6 +208,30 @@ async def test_a_backup_names_a_tampered_row_it_cannot_read_and_counts_every_ent
     assert f"{entries:,} audit entries" in text, text
 
 
+async def test_a_backup_names_a_game_whose_log_no_longer_matches_its_audit_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The copy's check is VerifyAuditLog's, the game's log compared too: an accepted action
+    moved to another seat in the log (the audit chain untouched) is a broken audit log."""
+    async with serving(tmp_path) as srv:
+        changed = await new_table(srv.client, "partnership", seed="changed-log")
+        await play(changed, random.Random(3), hands=1)
+    conn = sqlite3.connect(tmp_path / "x.db")
+    with conn:
+        conn.execute(
+            "UPDATE log SET seat = (seat + 1) % 4 WHERE game_id = ? AND kind = 'action'"
+            " AND version = 2",
+            (changed.game_id,),
+        )
+    conn.close()
+    code, text = _backup(capsys, tmp_path / "x.db", tmp_path / "copy.db")
+    assert code == 1, text
+    assert (
+        f"game {changed.game_id}: audit log not intact: entry 2 (accepted, version 2) does not"
+        " match the game's log"
+    ) in text, text
+
+
 async def _empty_referee_database(path: Path) -> Path:
     """A referee database with no game: the store's schema, made as a server makes it."""
     store = SqliteStore(path)

@@ -532,6 +532,21 @@ async def test_commit_rejects_malformed_input(store: GameStore) -> None:
         await store.commit(make_commit("g1", 0)._replace(rows=[action_row(0, 5)]))
     with pytest.raises(StoreError, match="seq"):
         await store.commit(make_commit("g1", 0, seq=7))  # the log continues at 2
+    # A commit's audit entry is its action row's, accepted (VerifyAuditLog compares the two),
+    # and a refusal's entry is refused.
+    entry = audit_entry(1)
+    for wrong in (
+        entry._replace(outcome="refused", code="NOT_YOUR_TURN"),
+        entry._replace(version=2),
+        entry._replace(seat=2),
+        entry._replace(action={"seat": 1, "type": "bid", "amount": 300}),
+    ):
+        with pytest.raises(ValueError, match="audit entry"):
+            await store.commit(make_commit("g1", 0)._replace(audit=wrong))
+    with pytest.raises(ValueError, match="action's log row"):
+        await store.commit(make_commit("g1", 0)._replace(rows=[deal_row(0, 1)]))
+    with pytest.raises(ValueError, match="refused"):
+        await store.record_refusal("g1", audit_entry(0))
     assert (await store.get_game("g1")).version == 0
     assert await store.audit_log("g1") == []
 
@@ -845,10 +860,10 @@ async def test_verify_cannot_see_a_rewrite_that_moves_the_head(
     store: GameStore, backend: Backend
 ) -> None:
     """Pinned, as the README says ("What a check finds, and what it cannot"): the chain's head
-    is in the same database, so a truncation with the head moved back, a forged entry appended
-    with the head moved on, a log rewritten from its first entry with every hash recomputed and
-    the head moved, and a change to the game's own log (not the audit log) all verify as
-    intact. Only a hash kept outside shows them."""
+    is in the same database, so a truncation with the head moved back and the game's log cut
+    to match, a refused entry forged at the end with the head moved on, a log rewritten from its
+    first entry with every hash recomputed and the head moved, and a change to the events of
+    the game's own log all verify as intact. Only a hash kept outside shows them."""
     await new_game(store)
     await commit_many(store, "g1", 5)
     rows = await store.audit_log("g1")
@@ -856,9 +871,12 @@ async def test_verify_cannot_see_a_rewrite_that_moves_the_head(
     await backend.sql(
         "UPDATE games SET audit_seq = 3, audit_head = ? WHERE game_id = ?", (rows[2].hash, "g1")
     )
+    verdict = await store.verify_audit_log("g1")  # the game's log still holds versions 4 and 5
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 4), verdict
+    await backend.sql("DELETE FROM log WHERE game_id = ? AND version > 3", ("g1",))
     assert await store.verify_audit_log("g1") == AuditVerification(True, 3)
     assert (await store.audit_log("g1"))[-1].hash != rows[-1].hash  # what an outside copy shows
-    forged = rows[3]._replace(code="forged")
+    forged = rows[3]._replace(outcome="refused", code="forged", version=3)
     forged = forged._replace(hash=forged.computed_hash())
     await backend.sql(
         "INSERT INTO audit (game_id, seq, time, role, seat, rpc, action, public_action, outcome,"
@@ -895,6 +913,84 @@ async def test_verify_cannot_see_a_rewrite_that_moves_the_head(
     await backend.sql("UPDATE log SET events = ? WHERE game_id = ? AND seq = 2", ("[]", "g2"))
     assert (await store.load_log("g2"))[1].events == []
     assert await store.verify_audit_log("g2") == AuditVerification(True, 3)
+
+
+async def _refuse_and_rehash(
+    store: GameStore, backend: Backend, game_id: str, seq: int, code: str
+) -> None:
+    """Entry ``seq`` made a refusal with ``code``, and the chain rehashed from it on with the
+    head moved: a rewrite the chain itself cannot see."""
+    previous = GENESIS_HASH
+    for row in await store.audit_log(game_id):
+        if row.seq < seq:
+            previous = row.hash
+            continue
+        forged = row._replace(previous_hash=previous)
+        if row.seq == seq:
+            forged = forged._replace(outcome="refused", code=code)
+        forged = forged._replace(hash=forged.computed_hash())
+        await backend.sql(
+            "UPDATE audit SET outcome = ?, code = ?, previous_hash = ?, hash = ?"
+            " WHERE game_id = ? AND seq = ?",
+            (forged.outcome, forged.code, forged.previous_hash, forged.hash, game_id, row.seq),
+        )
+        previous = forged.hash
+    await backend.sql("UPDATE games SET audit_head = ? WHERE game_id = ?", (previous, game_id))
+
+
+async def test_verify_compares_the_accepted_entries_with_the_games_log(
+    store: GameStore, backend: Backend
+) -> None:
+    """The game's log (the actions a restart replays) against the audit log: a change to either
+    that the chain does not show (the log is not hashed; a rewrite of the chain with the head
+    moved) is found at the accepted entry where the two part, and ``detail`` names seqs,
+    versions and seats, never the action (a seat may call VerifyAuditLog, and an action may
+    hold its cards). Was: every one of these verified as intact."""
+    # Log rows: the deal at seq 1, then action rows 2 to 6 at versions 1 to 5; audit entries
+    # 1 to 5, accepted at versions 1 to 5, and a refusal (entry 6) that has no log row.
+    changes: list[tuple[str, Sequence[object], int, str]] = [
+        (
+            "UPDATE log SET payload = ? WHERE game_id = ? AND seq = 3",
+            ('{"seat":1,"type":"bid","amount":990}',),
+            2,
+            "log row 3 holds another action",
+        ),
+        ("UPDATE log SET seat = 2 WHERE game_id = ? AND seq = 4", (), 3, "by seat 2"),
+        ("UPDATE log SET version = 9 WHERE game_id = ? AND seq = 5", (), 4, "has version 9"),
+        ("UPDATE log SET kind = 'deal' WHERE game_id = ? AND seq = 3", (), 2, "has version 3"),
+        ("DELETE FROM log WHERE game_id = ? AND seq = 6", (), 5, "holds 4 actions"),
+        (
+            "INSERT INTO log (game_id, seq, version, kind, seat, payload, events)"
+            " SELECT game_id, 7, 6, kind, seat, payload, events FROM log"
+            " WHERE game_id = ? AND seq = 6",
+            (),
+            7,
+            "at version 6 (log row 7)",
+        ),
+    ]
+    for number, (statement, params, first_bad, said) in enumerate(changes):
+        game_id = f"g{number}"
+        await new_game(store, game_id)
+        await commit_many(store, game_id, 5)
+        await store.record_refusal(game_id, audit_entry(5, "refused", "NOT_YOUR_TURN"))
+        assert await store.verify_audit_log(game_id) == AuditVerification(True, 6)
+        await backend.sql(statement, (*params, game_id))
+        verdict = await store.verify_audit_log(game_id)
+        assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 6, first_bad), (
+            statement,
+            verdict,
+        )
+        assert said in verdict.detail and "990" not in verdict.detail, verdict.detail
+        assert '"type"' not in verdict.detail and "bid" not in verdict.detail, verdict.detail
+
+    # An accepted entry made refused, the chain rehashed and the head moved: intact as a chain,
+    # but the log's action at version 3 has no entry, so entry 4 meets it.
+    await new_game(store, "rewritten")
+    await commit_many(store, "rewritten", 5)
+    await _refuse_and_rehash(store, backend, "rewritten", 3, "NOT_YOUR_TURN")
+    verdict = await store.verify_audit_log("rewritten")
+    assert (verdict.intact, verdict.first_bad_seq) == (False, 4), verdict
+    assert "log row 4" in verdict.detail, verdict.detail
 
 
 async def test_verify_empty_log_is_intact(store: GameStore) -> None:

@@ -400,8 +400,10 @@ class StoreMachine(RuleBasedStateMachine):
             request_id = data.draw(st.sampled_from(stored), label="request_id")
         else:
             request_id = data.draw(nonempty_texts, label="request_id")
+        # A commit's entry holds its action row's action, seat and version (the stores refuse
+        # any other: VerifyAuditLog compares the two).
         audit = data.draw(audit_drafts("accepted"), label="audit")._replace(
-            request_id=request_id, version=version
+            request_id=request_id, version=version, seat=rows[0].seat, action=rows[0].payload
         )
         return Commit(
             game_id=game_id,

@@ -286,19 +286,39 @@ class Commit(NamedTuple):
     def checked_version(self) -> int:
         """The version this commit makes, after checking its shape (every store does this).
 
-        Raises ValueError for a commit no store may write: no request id, no action row, or a
-        row whose version is not ``expected_version + 1``.
+        Raises ValueError for a commit no store may write: no request id, no action row, a
+        row whose version is not ``expected_version + 1``, or an audit entry that is not the
+        action row's, accepted: VerifyAuditLog compares each accepted entry with the game's
+        log (``_against_log`` in referee/store/sqlite.py) on the strength of this check.
         """
         if not self.request_id:
             raise ValueError("a commit needs a request_id")
-        if not self.rows:
-            raise ValueError("a commit needs its action's log row")
+        if not self.rows or self.rows[0].kind != "action":
+            raise ValueError("a commit needs its action's log row, first")
         new_version = self.expected_version + 1
         if any(row.version != new_version for row in self.rows):
             raise ValueError(
                 f"every row of a commit at {self.expected_version} has version {new_version}"
             )
+        action, audit = self.rows[0], self.audit
+        if (
+            audit.outcome != "accepted"
+            or audit.version != new_version
+            or audit.seat != action.seat
+            or audit.action != action.payload
+        ):
+            raise ValueError(
+                "a commit's audit entry is its action row's: accepted, with its action, seat"
+                " and version"
+            )
         return new_version
+
+
+def check_refusal(audit: AuditRow) -> None:
+    """Raise ValueError unless ``audit`` is a refused request's entry (``record_refusal`` of
+    both stores): an accepted entry is written only with its action row, by ``commit``."""
+    if audit.outcome != "refused":
+        raise ValueError(f"record_refusal writes refused entries, not {audit.outcome!r} ones")
 
 
 @dataclass(frozen=True, slots=True)

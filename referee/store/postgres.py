@@ -89,12 +89,14 @@ from referee.store.base import (
     UnknownGame,
     VersionConflict,
     check_downgrade,
+    check_refusal,
     schema_not_current,
 )
 from referee.store.sqlite import (
     _AUDIT_COLUMNS,
     _GAME_COLUMNS,
     _GAME_READ_COLUMNS,
+    _LOGGED_ACTION_COLUMNS,
     _audit_params,
     _audit_rows,
     _AuditDraft,
@@ -834,6 +836,7 @@ class PostgresStore:
 
     async def record_refusal(self, game_id: str, audit: AuditRow) -> AuditRow:
         _check_stored_id(game_id)
+        check_refusal(audit)
         draft = _AuditDraft.of(audit)
 
         async def work(conn: Connection) -> AuditRow:
@@ -945,7 +948,13 @@ class PostgresStore:
                     (game_id,),
                 )
                 rows = await cursor.fetchall()
-            return _verify_chain(rows, head[0], head[1])
+                cursor = await conn.execute(
+                    f"SELECT {_LOGGED_ACTION_COLUMNS} FROM log"
+                    " WHERE game_id = %s AND kind = 'action' ORDER BY seq",
+                    (game_id,),
+                )
+                logged_actions = await cursor.fetchall()
+            return _verify_chain(rows, head[0], head[1], logged_actions)
 
         return await self._read(query)
 

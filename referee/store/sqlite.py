@@ -96,6 +96,7 @@ from referee.store.base import (
     UnreadableAuditEntry,
     VersionConflict,
     check_downgrade,
+    check_refusal,
     compact_json,
     schema_not_current,
 )
@@ -213,6 +214,15 @@ _GAME_READ_COLUMNS = f"{_GAME_COLUMNS}, last_active_at"  # what get_game reads
 _AUDIT_COLUMNS = (
     "seq, time, role, seat, rpc, action, public_action, outcome, code, request_id, version,"
     " previous_hash, hash"
+)
+# What ``_verify_chain`` compares each accepted audit entry with: the game's log rows of kind
+# "action", in seq order (a deal row has no entry: it is the game's creation or part of the
+# commit of the action that ended the hand before).
+_LOGGED_ACTION_COLUMNS = "seq, version, seat, payload"
+# What ``_verify_chain`` reads of one game (SQLite: VerifyAuditLog and ``backup``'s check).
+_CHAIN_SQL = f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? ORDER BY seq"
+_LOGGED_ACTIONS_SQL = (
+    f"SELECT {_LOGGED_ACTION_COLUMNS} FROM log WHERE game_id = ? AND kind = 'action' ORDER BY seq"
 )
 
 
@@ -990,6 +1000,7 @@ class SqliteStore:
         return await self._write(apply)
 
     async def record_refusal(self, game_id: str, audit: AuditRow) -> AuditRow:
+        check_refusal(audit)
         draft = _AuditDraft.of(audit)
 
         def apply(conn: sqlite3.Connection) -> AuditRow:
@@ -1095,11 +1106,12 @@ class SqliteStore:
                 ).fetchall()
                 if not head:
                     raise UnknownGame(game_id)
-                cursor = conn.execute(
-                    f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? ORDER BY seq",
-                    (game_id,),
+                return _verify_chain(
+                    conn.execute(_CHAIN_SQL, (game_id,)),
+                    head[0][0],
+                    head[0][1],
+                    conn.execute(_LOGGED_ACTIONS_SQL, (game_id,)),
                 )
-                return _verify_chain(cursor, head[0][0], head[0][1])
             finally:
                 conn.execute("COMMIT")
 
@@ -1145,20 +1157,31 @@ class SqliteStore:
 
 
 def _verify_chain(
-    rows: Iterable[Sequence[Any]], head_seq: int, head_hash: str
+    rows: Iterable[Sequence[Any]],
+    head_seq: int,
+    head_hash: str,
+    logged_actions: Iterable[Sequence[Any]],
 ) -> AuditVerification:
-    """Check seqs 1, 2, ..., each row's hash against its content, each link, and the head the
-    game records (which catches rows removed from the end). ``rows`` are the audit table's
+    """The one check of a game's audit log (VerifyAuditLog, ``backup``'s check of its copy and
+    ``verify-audit``, on both stores): the chain, then the log against the game's own log.
+
+    The chain: seqs 1, 2, ..., each row's hash against its content, each link, and the head
+    the game records (which catches rows removed from the end). ``rows`` are the audit table's
     values in ``_AUDIT_COLUMNS`` order, read here so that a row whose columns cannot be read
     (text that is not JSON, or a number JSON cannot hold, in ``action``; a blob where SQLite
     takes any type) is reported as that broken entry: ``_audit_row`` raised on it, and
     VerifyAuditLog (and ``backup``'s check) failed with an internal error instead of saying
     which entry was tampered with. ``entries`` counts every row the log holds, also past the
     first bad one (it counted the rows up to it, so a log with its second entry changed
-    reported two entries whatever its length, and ``backup`` summed those)."""
+    reported two entries whatever its length, and ``backup`` summed those).
+
+    Then, with the chain intact, ``_against_log`` with ``logged_actions`` (the game's log rows
+    of kind "action", ``_LOGGED_ACTION_COLUMNS``, in seq order, read in the same snapshot): a
+    change to the game's log (the accepted actions a restart replays) left the chain intact."""
     entries = 0
     previous = GENESIS_HASH
     bad: tuple[int, str] | None = None
+    accepted: list[AuditRow] = []
     for values in rows:
         entries += 1
         if bad is not None:
@@ -1178,6 +1201,8 @@ def _verify_chain(
             bad = (row.seq, f"entry {row.seq} does not match its hash")
         else:
             previous = row.hash
+            if row.outcome == "accepted":
+                accepted.append(row)
     if bad is not None:
         return AuditVerification(False, entries, *bad)
     if entries != head_seq:
@@ -1189,7 +1214,63 @@ def _verify_chain(
         return AuditVerification(
             False, entries, entries, f"entry {entries} is not the head the game records"
         )
+    mismatch = _against_log(accepted, logged_actions, entries)
+    if mismatch is not None:
+        return AuditVerification(False, entries, *mismatch)
     return AuditVerification(True, entries)
+
+
+def _against_log(
+    accepted: Sequence[AuditRow], logged_actions: Iterable[Sequence[Any]], entries: int
+) -> tuple[int, str] | None:
+    """Where the accepted entries and the game's log of actions first differ (the audit seq
+    and what differs), or None when they correspond one to one.
+
+    What the stores guarantee: an action row is written only by ``commit``, which writes with
+    it, in one transaction, exactly one audit entry, accepted, holding the row's action, seat
+    and version (``Commit.checked_version`` refuses any other), the version the game moves to,
+    one more than the last; ``record_refusal`` writes refused entries only; a retry answered
+    from its stored response writes nothing, and a deal row (the game's creation, a new hand)
+    no entry. So the n-th accepted entry, in seq order, matches the n-th action row of the log
+    (both at the game's first version plus n: 0 for every game the service creates, though the
+    store takes any), and there are as many of each.
+
+    Anyone of the game may call VerifyAuditLog, so ``detail`` names seqs, versions and seats,
+    which every role sees, and never an action, which may hold a seat's concealed cards."""
+    logged = iter(logged_actions)
+    for number, entry in enumerate(accepted, start=1):
+        where = f"entry {entry.seq} (accepted, version {entry.version})"
+        values = next(logged, None)
+        if values is None:
+            return entry.seq, (
+                f"{where} has no action in the game's log, which holds {number - 1} actions"
+            )
+        seq, version, seat, payload = values
+        if version != entry.version:
+            return entry.seq, (
+                f"{where} does not match the game's log: its action {number} (log row {seq})"
+                f" has version {version}"
+            )
+        if seat != entry.seat:
+            return entry.seq, (
+                f"{where} does not match the game's log: log row {seq} has that action by"
+                f" seat {seat}, the entry by seat {entry.seat}"
+            )
+        try:
+            action = orjson.loads(payload)
+        except (ValueError, TypeError):  # orjson.JSONDecodeError is a ValueError
+            return entry.seq, f"{where}: the game's log row {seq} cannot be read"
+        if action != entry.action:
+            return entry.seq, (
+                f"{where} does not match the game's log: log row {seq} holds another action"
+            )
+    extra = next(logged, None)
+    if extra is not None:
+        return entries + 1, (
+            f"the game's log has an action at version {extra[1]} (log row {extra[0]}) that no"
+            " accepted entry records"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -1452,10 +1533,12 @@ def _checked(conn: sqlite3.Connection) -> BackupReport:
     broken = []
     audit_entries = 0
     for game_id, _over, head_seq, head_hash in games:
-        cursor = conn.execute(
-            f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? ORDER BY seq", (game_id,)
+        verdict = _verify_chain(
+            conn.execute(_CHAIN_SQL, (game_id,)),
+            head_seq,
+            head_hash,
+            conn.execute(_LOGGED_ACTIONS_SQL, (game_id,)),
         )
-        verdict = _verify_chain(cursor, head_seq, head_hash)
         audit_entries += verdict.entries
         if not verdict.intact:
             broken.append((str(game_id), verdict.detail))
