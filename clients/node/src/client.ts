@@ -239,12 +239,14 @@ export interface SubmitResult {
  * public part). Numbers are numbers, enums their names ("ROLE_SEAT", "AUDIT_OUTCOME_REFUSED"). */
 export type AuditEntry = Omit<AuditEntry__Output, "action"> & { action: JsonObject };
 
-/** The server's check of a game's audit hash chain. */
+/** The server's check of a game's audit hash chain and of its accepted entries against the
+ * game's log. */
 export interface AuditCheck {
   intact: boolean;
   /** How many entries were checked. */
   entries: number;
-  /** The first entry whose hash does not match (0 when intact). */
+  /** The first bad entry (0 when intact): its hash or link does not match, or, accepted, it does
+   * not match the game's log of accepted actions. */
   firstBadSeq: number;
   /** What is wrong ("" when intact). */
   detail: string;
@@ -1200,7 +1202,8 @@ export class Session {
     return response.entries.map(toAuditEntry);
   }
 
-  /** The server's check of the game's audit hash chain, with where it breaks. */
+  /** The server's check of the game's audit hash chain and of its accepted entries against the
+   * game's log, with where it breaks. */
   async verifyAuditLog(call: CallOptions = {}): Promise<AuditCheck> {
     const response = await this.client.unary<VerifyAuditLogResponse__Output>(
       (md, opts, cb) => this.client.referee.VerifyAuditLog({ gameId: this.gameId }, md, opts, cb),

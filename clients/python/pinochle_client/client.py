@@ -103,7 +103,8 @@ def _object(text: str) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class AuditCheck:
     """VerifyAuditLog's answer: ``entries`` is how many entries the log holds, ``first_bad_seq``
-    the first entry whose hash does not match (0 when intact)."""
+    the first bad entry (0 when intact): its hash or link does not match, or, accepted, it does
+    not match the game's log of accepted actions."""
 
     intact: bool
     entries: int
@@ -859,7 +860,8 @@ class Session:
         return [_audit_entry(e) for e in response.entries]
 
     async def check_audit_log(self) -> AuditCheck:
-        """The server's check of the game's hash chain, with where it breaks."""
+        """The server's check of the game's hash chain and of its accepted entries against the
+        game's log, with where it breaks."""
         response = await self._call(
             self.client.referee.VerifyAuditLog, pb.VerifyAuditLogRequest(game_id=self.game_id)
         )
