@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from pinochle_client import AuditCheck, verify_audit_chain
 
 from referee.engine import game as game_module
 from referee.rules.cards import canonical_deck
@@ -231,6 +232,50 @@ async def test_the_readme_chain_formula_gives_every_stored_hash(srv: Served) -> 
         assert all(e["hash"] == e["previous_hash"] == "" for e in seen)
     check = await table.spec.check_audit_log()
     assert (check.intact, check.entries, check.first_bad_seq) == (True, len(stored), 0)
+
+
+async def test_the_adjudicator_recomputes_the_chain_from_get_audit_log(srv: Served) -> None:
+    """Was: GetAuditLog showed the time cut to the nanosecond and no public_action, so a client
+    could compare hashes but not recompute them. The adjudicator's entries now carry
+    ``hashed_content``, the README's canonical JSON of the stored entry, whose SHA-256 is the
+    hash: ``verify_audit_chain`` checks a log read in pages, or from a hash kept earlier, and
+    finds an entry changed, one missing, or a hash that covers other content. Seats and the
+    spectator get no content, as they get no hash."""
+    table = await new_table(srv.client, "partnership", seed="recompute")
+    await table.seats[1].submit({"type": "pass"}, request_id="premi\u00e8re \u2660")
+    await refused(table.seats[3].submit({"type": "pass"}))
+    await refused(srv.client.seat(table.game_id, table.spectator_token).submit({"type": "pass"}))
+    await refused(srv.client.seat(table.game_id, "no-such-token").submit({"type": "pass"}))
+    await refused(table.seats[2].submit({"type": "play", "card": "AS"}))
+    await table.seats[2].submit({"type": "pass"}, expected_version=1)
+    entries: list[dict[str, Any]] = []
+    while page := await table.adj.audit_log(entries[-1]["seq"] if entries else 0, 4):
+        entries += page
+    stored = stored_entries(srv.db, table.game_id)
+    assert len(entries) == len(stored) == 6
+    for entry, row in zip(entries, stored, strict=True):
+        content = json.loads(entry["hashed_content"])
+        assert content == {key: row[key] for key in README_CHAIN_KEYS}
+        assert entry["hashed_content"] == json.dumps(content, sort_keys=True, separators=(",", ":"))
+        assert readme_hash(content) == entry["hash"]
+    assert verify_audit_chain(entries) == AuditCheck(True, 6, 0, "")
+    assert verify_audit_chain(entries[3:], previous_hash=entries[2]["hash"]).intact
+
+    played = [dict(e) for e in entries]
+    played[4]["action"] = {"type": "play", "card": "KS"}  # shown otherwise than hashed
+    assert verify_audit_chain(played) == AuditCheck(
+        False, 6, 5, "entry 5's hashed content differs in action"
+    )
+    assert verify_audit_chain(entries[:2] + entries[3:]).first_bad_seq == 4  # entry 3 left out
+    assert verify_audit_chain(entries[3:], previous_hash=entries[1]["hash"]).first_bad_seq == 4
+    rehashed = [dict(e) for e in entries]
+    rehashed[1]["hash"] = hashlib.sha256(b"other content").hexdigest()
+    assert verify_audit_chain(rehashed).first_bad_seq == 2
+    for session in (table.seats[2], table.spec):
+        seen = await session.audit_log()
+        assert all(e["hashed_content"] == "" for e in seen)
+        with pytest.raises(ValueError, match="adjudicator"):
+            verify_audit_chain(seen)
 
 
 class FakeRandbelow:

@@ -36,7 +36,7 @@ from referee.service.convert import (
 from referee.service.errors import invalid, over_limit
 from referee.service.games import GameManager, unreadable_audit_entry
 from referee.service.logline import annotate
-from referee.store.base import AuditRow
+from referee.store.base import AuditRow, canonical_json
 
 log = structlog.get_logger("referee")
 T = TypeVar("T")
@@ -322,6 +322,10 @@ def _audit_entry(row: AuditRow, full: bool, own: bool = False) -> pb.AuditEntry:
         # anyone may check it with VerifyAuditLog.
         previous_hash=row.previous_hash if full else "",
         hash=row.hash if full else "",
+        # What the hash covers, whole: the time as the stored double (``time`` above is cut to
+        # the nanosecond) and the public_action, which no other field shows; without them a
+        # client could only compare hashes, not recompute them.
+        hashed_content=canonical_json(row.content()).decode() if full else "",
     )
 
 

@@ -23,6 +23,7 @@ from pinochle_client.client import (
     RefereeError,
     SeatSession,
     Session,
+    verify_audit_chain,
 )
 
 __all__ = [
@@ -35,4 +36,5 @@ __all__ = [
     "RefereeError",
     "SeatSession",
     "Session",
+    "verify_audit_chain",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import operator
 import uuid
@@ -104,12 +105,93 @@ def _object(text: str) -> dict[str, Any]:
 class AuditCheck:
     """VerifyAuditLog's answer: ``entries`` is how many entries the log holds, ``first_bad_seq``
     the first bad entry (0 when intact): its hash or link does not match, or, accepted, it does
-    not match the game's log of accepted actions."""
+    not match the game's log of accepted actions. ``verify_audit_chain`` answers the same
+    for the entries it is given."""
 
     intact: bool
     entries: int
     first_bad_seq: int
     detail: str
+
+
+GENESIS_HASH = "0" * 64
+# How the hashed content names what an entry shows by enum name.
+_HASHED_ROLES = {
+    "seat": "ROLE_SEAT",
+    "spectator": "ROLE_SPECTATOR",
+    "adjudicator": "ROLE_ADJUDICATOR",
+    "anonymous": "ROLE_UNSPECIFIED",
+}
+_HASHED_OUTCOMES = {"accepted": "AUDIT_OUTCOME_ACCEPTED", "refused": "AUDIT_OUTCOME_REFUSED"}
+_HASHED_KEYS = frozenset(
+    {"seq", "time", "role", "seat", "rpc", "action", "public_action", "outcome", "code"}
+    | {"request_id", "version", "previous_hash"}
+)
+
+
+def verify_audit_chain(
+    entries: Sequence[Mapping[str, Any]], previous_hash: str = GENESIS_HASH
+) -> AuditCheck:
+    """Check audit entries as the adjudicator's ``audit_log`` pages give them, here rather
+    than on the server: each ``hash`` is the SHA-256 of its ``hashed_content``, that content
+    is the entry shown (every field, with the time to the nanosecond), the seqs follow one
+    another and each entry links to the one before. ``previous_hash`` is the ``hash`` of the
+    entry before the first given (kept from an earlier read: a log rewritten up to there no
+    longer links to it); by default the entries start the log, at seq 1.
+
+    This checks the chain the server sends, not the game's log behind it (VerifyAuditLog,
+    ``check_audit_log``, also compares that). A seat's or spectator's entries carry no hash
+    (it would let a seat try every card of a hidden pass against it): ValueError."""
+    previous = previous_hash
+    expected_seq = 1 if previous_hash == GENESIS_HASH else None
+    for entry in entries:
+        seq = entry["seq"]
+        text = entry["hashed_content"]
+        if not text:
+            raise ValueError(
+                f"entry {seq} has no hashed_content: only the adjudicator's entries can be checked"
+            )
+        if expected_seq is not None and seq != expected_seq:
+            return AuditCheck(False, len(entries), seq, f"entry {seq} follows {expected_seq - 1}")
+        expected_seq = seq + 1
+        if entry["previous_hash"] != previous:
+            return AuditCheck(
+                False, len(entries), seq, f"entry {seq} does not link to the entry before it"
+            )
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != entry["hash"]:
+            return AuditCheck(False, len(entries), seq, f"entry {seq} does not match its hash")
+        differs = _hashed_differs(json.loads(text), entry)
+        if differs:
+            return AuditCheck(
+                False, len(entries), seq, f"entry {seq}'s hashed content differs in {differs}"
+            )
+        previous = entry["hash"]
+    return AuditCheck(True, len(entries), 0, "")
+
+
+def _hashed_differs(content: Mapping[str, Any], entry: Mapping[str, Any]) -> str:
+    """The first field where an entry's hashed content says other than the entry ("" if
+    none): a hash over other content than the entry shows vouches for nothing shown."""
+    if not isinstance(content, dict) or set(content) != _HASHED_KEYS:
+        return "its keys"
+    stamp = entry["time"] or {"seconds": 0, "nanos": 0}
+    time = content["time"]
+    shown: dict[str, object] = {
+        "seq": content["seq"],
+        # The server shows the stored double cut to the nanosecond, as here.
+        "time": int(time * 1e9) if isinstance(time, (int, float)) else None,
+        "role": _HASHED_ROLES.get(content["role"]),
+        "seat": content["seat"] or 0,
+        "rpc": content["rpc"],
+        "action": content["action"] or {},
+        "outcome": _HASHED_OUTCOMES.get(content["outcome"]),
+        "code": content["code"],
+        "request_id": content["request_id"],
+        "version": content["version"],
+        "previous_hash": content["previous_hash"],
+    }
+    expected = {**entry, "time": stamp["seconds"] * 10**9 + stamp["nanos"]}
+    return next((name for name, value in shown.items() if value != expected[name]), "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -629,7 +711,7 @@ def _audit_entry(entry: pb.AuditEntry) -> dict[str, Any]:
     ``role`` and ``outcome`` by name (``"ROLE_SEAT"``, ``"AUDIT_OUTCOME_REFUSED"``), ``time``
     ``{"seconds": int, "nanos": int}``, ``action`` read as every other Struct is ({} when
     absent), and what the caller may not see (another seat's ``code``, a non-adjudicator's
-    ``hash`` and ``previous_hash``) as "", never left out."""
+    ``hash``, ``previous_hash`` and ``hashed_content``) as "", never left out."""
     return {
         "seq": entry.seq,
         "time": (
@@ -647,6 +729,7 @@ def _audit_entry(entry: pb.AuditEntry) -> dict[str, Any]:
         "version": entry.version,
         "previous_hash": entry.previous_hash,
         "hash": entry.hash,
+        "hashed_content": entry.hashed_content,
     }
 
 
@@ -843,9 +926,10 @@ class Session:
         ``action`` (the adjudicator and the sending seat see all of it, others its public
         part), ``outcome`` (``"AUDIT_OUTCOME_ACCEPTED"`` or ``"AUDIT_OUTCOME_REFUSED"``),
         ``code`` (a refusal's; "" for an acceptance, and where the caller may not see it),
-        ``request_id``, ``version`` (int), ``previous_hash`` and ``hash`` ("" unless the caller
-        is the adjudicator). ``after_seq`` also takes a
-        ``seq`` as text, as entries carried it before."""
+        ``request_id``, ``version`` (int), ``previous_hash``, ``hash`` and ``hashed_content``
+        (the text ``hash`` is the SHA-256 of; "" unless the caller is the adjudicator: see
+        ``verify_audit_chain``). ``after_seq`` also takes a ``seq`` as text, as entries carried
+        it before."""
         if isinstance(after_seq, str):
             try:
                 after_seq = int(after_seq)
