@@ -45,8 +45,10 @@ from referee.store.base import (
     Commit,
     GameExists,
     GameOver,
+    GamePosition,
     GameRecord,
     GameStore,
+    GameSummary,
     LogRow,
     StoreError,
     UnknownGame,
@@ -353,6 +355,101 @@ async def test_list_and_count_games(store: GameStore) -> None:
     assert (await store.get_game("b")).over
     assert sorted(await store.list_games(active_only=True)) == ["a", "c"]
     assert await store.count_active_games() == 2
+
+
+async def _all_summaries(
+    store: GameStore, page: int, **filters: Any
+) -> tuple[list[GameSummary], int]:
+    """Every summary the filters select, read ``page`` at a time as ListGames pages them
+    (each page after the last one's position); and how many reads it took."""
+    found: list[GameSummary] = []
+    after: GamePosition | None = None
+    reads = 0
+    while True:
+        reads += 1
+        batch = await store.list_game_summaries(after=after, limit=page, **filters)
+        found += batch
+        if len(batch) < page:
+            return found, reads
+        after = batch[-1].position
+
+
+async def test_game_summaries_in_creation_order_with_their_public_fields(store: GameStore) -> None:
+    """Oldest first, ids in byte order within one creation time (the same on both stores,
+    whatever PostgreSQL's collation: "B" < "a" < "é"); a summary holds the public fields
+    only, its version and last activity as the game moves on."""
+    await new_game(store, "late", created_at=3_000.0, players=())
+    for game_id in ("a", "é", "B"):
+        await new_game(store, game_id, created_at=2_000.0)
+    await new_game(store, "first", created_at=1_000.5, variant="cutthroat", players=("X", "Y", "Z"))
+    await commit_many(store, "a", 2)  # accepted at 1_700_000_101.5 and 1_700_000_102.5
+    await store.commit(make_commit("late", 0, over=True))
+    summaries = await store.list_game_summaries()
+    assert summaries == [
+        GameSummary("first", "cutthroat", 0, False, 1_000.5, 1_000.5, ("X", "Y", "Z")),
+        GameSummary("B", "partnership", 0, False, 2_000.0, 2_000.0, ("Ann", "Bo", "Cy", "Di")),
+        GameSummary(
+            "a", "partnership", 2, False, 2_000.0, 1_700_000_102.5, ("Ann", "Bo", "Cy", "Di")
+        ),
+        GameSummary("é", "partnership", 0, False, 2_000.0, 2_000.0, ("Ann", "Bo", "Cy", "Di")),
+        GameSummary("late", "partnership", 1, True, 3_000.0, 1_700_000_101.5, ()),
+    ]
+    assert summaries[2].position == (2_000.0, "a")
+    assert await store.list_game_summaries(limit=2) == summaries[:2]
+    assert await store.list_game_summaries(after=(2_000.0, "B"), limit=2) == summaries[2:4]
+    assert await store.list_game_summaries(after=(2_000.0, "é")) == summaries[4:]
+    assert await store.list_game_summaries(after=(1_999.9, "zzz")) == summaries[1:]
+    assert await store.list_game_summaries(after=(3_000.0, "late")) == []
+    assert await store.list_game_summaries(limit=0) == []
+
+
+async def test_game_summaries_filter_by_state_and_variant(store: GameStore) -> None:
+    for index, variant in enumerate(("partnership", "cutthroat", "partnership", "cutthroat")):
+        await new_game(store, f"g{index}", variant=variant, created_at=1_000.0 + index)
+    await store.commit(make_commit("g2", 0, over=True))
+    await store.commit(make_commit("g3", 0, over=True))
+
+    async def ids(**filters: Any) -> list[str]:
+        return [summary.game_id for summary in await store.list_game_summaries(**filters)]
+
+    assert await ids() == ["g0", "g1", "g2", "g3"]
+    assert await ids(over=False) == ["g0", "g1"]
+    assert await ids(over=True) == ["g2", "g3"]
+    assert await ids(variant="cutthroat") == ["g1", "g3"]
+    assert await ids(variant="cutthroat", over=False) == ["g1"]
+    assert await ids(variant="cutthroat", over=True, after=(1_001.0, "g1")) == ["g3"]
+    assert await ids(variant="two-handed") == []
+
+
+async def test_game_summary_pages_never_repeat_or_skip_a_game(store: GameStore) -> None:
+    """Games created (some at the same time, some earlier than the page reached) and ended
+    (before or after their page) between pages: every game that existed when the listing
+    began is listed exactly once,
+    games created after the page reached are listed too, and a game created at a time
+    before the page reached is not (it was not there when that page was read)."""
+    for index in range(7):
+        await new_game(store, f"old{index}", created_at=1_000.0 + index // 2)
+    found: list[GameSummary] = []
+    after: GamePosition | None = None
+    for page in range(6):
+        batch = await store.list_game_summaries(after=after, limit=3)
+        found += batch
+        if not batch:
+            break
+        after = batch[-1].position
+        await new_game(store, f"new{page}", created_at=2_000.0 + page)  # after every page
+        await new_game(store, f"back{page}", created_at=1_000.0)  # before the page reached
+        await store.commit(make_commit(f"old{6 - page}", 0, over=True))
+    # Pages of three: old0-2, old3-5, old6 new0 new1, then one new game a page (each page
+    # creates the one the next reads).
+    assert [summary.game_id for summary in found] == [
+        *(f"old{index}" for index in range(7)),
+        *(f"new{page}" for page in range(5)),
+    ]
+    # old6 ended before its page was read (after the first); the others after theirs.
+    assert [summary.over for summary in found[:7]] == [False] * 6 + [True]
+    everything, reads = await _all_summaries(store, 4)
+    assert len(everything) == len(await store.list_games()) and reads == len(everything) // 4 + 1
 
 
 async def test_count_active_games_since_the_last_accepted_action(store: GameStore) -> None:
@@ -1744,6 +1841,64 @@ async def test_sqlite_migrates_a_version_3_database(tmp_path: Path) -> None:
         await reopened.close()
 
 
+async def _games_to_list(store: GameStore) -> None:
+    await new_game(store, "b", created_at=2_000.0)
+    await new_game(store, "a", created_at=2_000.0)
+    await new_game(store, "c", created_at=1_000.0)
+
+
+async def test_sqlite_migrates_a_version_4_database(tmp_path: Path) -> None:
+    """Schema 4 had no index in the listing order: opening adds it, and the games it held
+    are listed in that order."""
+    path = tmp_path / "v4.db"
+    store = SqliteStore(path)
+    await store.open()
+    await _games_to_list(store)
+    await store.close()
+    _downgrade_sqlite(path, 4)
+
+    def indexes() -> list[str]:
+        conn = sqlite3.connect(path)
+        try:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+            return [name for (name,) in rows]
+        finally:
+            conn.close()
+
+    assert "games_created" not in indexes()
+    reopened = SqliteStore(path)
+    await reopened.open()
+    try:
+        assert "games_created" in indexes()
+        listed = await reopened.list_game_summaries()
+        assert [summary.game_id for summary in listed] == ["c", "a", "b"]
+    finally:
+        await reopened.close()
+
+
+async def test_postgres_migrates_a_version_5_schema(postgres_url: str) -> None:
+    """The same on PostgreSQL, whose schema 5 is SQLite's 4."""
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await _games_to_list(store)
+        await store.close()
+        assert await PostgresStore(POSTGRES_URL, schema=schema).downgrade(5) == PG_SCHEMA_VERSION
+        find = (
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+            " AND indexname = 'games_created'"
+        )
+        assert await pg_rows(schema, find) == []
+        reopened = PostgresStore(POSTGRES_URL, schema=schema)
+        await reopened.open()
+        try:
+            assert await pg_rows(schema, find) == [("games_created",)]
+            listed = await reopened.list_game_summaries()
+            assert [summary.game_id for summary in listed] == ["c", "a", "b"]
+        finally:
+            await reopened.close()
+
+
 async def _downgrade_postgres_to_1(schema: str) -> None:
     """Take a current schema back to version 1 (the product's ``downgrade``)."""
     assert await PostgresStore(POSTGRES_URL, schema=schema).downgrade(1) == PG_SCHEMA_VERSION
@@ -1843,6 +1998,50 @@ async def test_postgres_the_idle_count_has_an_index(postgres_url: str) -> None:
             await conn.execute("SET enable_seqscan = off")  # the table is empty
             cursor = await conn.execute("EXPLAIN " + _IDLE_COUNT.format(over="NOT over"))
             assert "games_active_since" in str(await cursor.fetchall())
+
+
+_LISTING = (
+    "SELECT game_id FROM games WHERE (created_at, game_id{collate}) > (5, 'x') AND {over}"
+    " ORDER BY created_at, game_id{collate} LIMIT 101"
+)
+
+
+async def test_sqlite_a_games_page_is_read_from_an_index(tmp_path: Path) -> None:
+    """``list_game_summaries`` (ListGames) starts where its page starts, in the index's order,
+    whatever the filter: neither a scan of every game nor a sort."""
+    store = SqliteStore(tmp_path / "plan.db")
+    await store.open()
+    await store.close()
+    conn = sqlite3.connect(tmp_path / "plan.db")
+    try:
+        plan = str(
+            conn.execute(
+                "EXPLAIN QUERY PLAN " + _LISTING.format(collate="", over="over = 1")
+            ).fetchall()
+        )
+        assert "SEARCH games USING INDEX games_created" in plan and "TEMP B-TREE" not in plan
+    finally:
+        conn.close()
+
+
+async def test_postgres_a_games_page_is_read_from_an_index(postgres_url: str) -> None:
+    """The same on PostgreSQL, ids compared as bytes (``COLLATE "C"``, the index's)."""
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        await store.close()
+        async with await psycopg.AsyncConnection.connect(POSTGRES_URL) as conn:
+            await conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
+            # The table is empty, so the planner's costs say little: with scans of the whole
+            # table and sorts discouraged, a plan without a Sort exists only if an index gives
+            # the order (PostgreSQL still sorts when nothing else can).
+            for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+                await conn.execute(f"SET {setting} = off")
+            cursor = await conn.execute(
+                "EXPLAIN " + _LISTING.format(collate=' COLLATE "C"', over="over")
+            )
+            plan = str(await cursor.fetchall())
+            assert "Index Scan using games_created" in plan and "Sort" not in plan
 
 
 # -- the audit hash's canonical form ----------------------------------------------------------

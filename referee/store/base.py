@@ -158,6 +158,28 @@ class GameRecord:
     last_active_at: float = 0.0
 
 
+# A place in the listing order (created_at, then game_id, compared as UTF-8 bytes).
+GamePosition = tuple[float, str]
+
+
+class GameSummary(NamedTuple):
+    """What ``list_game_summaries`` reads of a game: its public fields only (never its tokens'
+    hashes, options or deal source), so nothing secret is read to list games."""
+
+    game_id: str
+    variant: str
+    version: int
+    over: bool
+    created_at: float
+    last_active_at: float
+    players: Sequence[str]
+
+    @property
+    def position(self) -> GamePosition:
+        """Where it stands in the listing order: the ``after`` that lists the games after it."""
+        return (self.created_at, self.game_id)
+
+
 # LogRow, AuditRow and Commit are NamedTuples, like the engine's states: every action makes each
 # of them, and a frozen dataclass's constructor (one object.__setattr__ per field) cost several
 # times as much (bench/instructions.py).
@@ -381,6 +403,21 @@ class GameStore(Protocol):
 
     async def list_games(self, active_only: bool = False) -> list[str]:
         """Ids of stored games (active: not over)."""
+
+    async def list_game_summaries(
+        self,
+        *,
+        after: GamePosition | None = None,
+        limit: int = 100,
+        over: bool | None = None,
+        variant: str | None = None,
+    ) -> list[GameSummary]:
+        """At most ``limit`` games, ordered by creation time then game id (compared as UTF-8
+        bytes on every store), strictly after ``after`` (None: from the first), only those whose
+        ``over`` and ``variant`` are as given (None: any). Keyset paging: the next page starts
+        after the last summary's ``position``, so a game is never listed twice nor skipped
+        while other games are created or end, whatever changed between the pages (an offset
+        would shift with every game inserted before it)."""
 
     async def ping(self) -> None:
         """Read the database once, cheaply; StoreError when it cannot be reached (readiness)."""

@@ -89,7 +89,9 @@ from referee.store.base import (
     Commit,
     GameExists,
     GameOver,
+    GamePosition,
     GameRecord,
+    GameSummary,
     LogRow,
     StoreError,
     UnknownGame,
@@ -188,6 +190,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX IF NOT EXISTS games_ended_with_responses ON games (last_active_at)"
         " WHERE over = 1 AND responses_kept = 1",
     ),
+    # 4 -> 5: the listing order (list_game_summaries: ListGames), so that a page is read from
+    # the index where it starts rather than by sorting every game.
+    ("CREATE INDEX IF NOT EXISTS games_created ON games (created_at, game_id)",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # What takes a database back to an older schema (``downgrade``), so that an older release can
@@ -199,6 +204,7 @@ DOWNGRADES: tuple[tuple[str, ...], ...] = (
     ("ALTER TABLE games DROP COLUMN log_seq",),
     ("DROP INDEX games_active_since", "ALTER TABLE games DROP COLUMN last_active_at"),
     ("DROP INDEX games_ended_with_responses", "ALTER TABLE games DROP COLUMN responses_kept"),
+    ("DROP INDEX games_created",),
 )
 
 DEFAULT_MAX_BATCH = 64
@@ -211,6 +217,8 @@ _GAME_COLUMNS = (
     " spectator_token_hash, adjudicator_token_hash, players, created_at, version, over"
 )
 _GAME_READ_COLUMNS = f"{_GAME_COLUMNS}, last_active_at"  # what get_game reads
+# What list_game_summaries reads (GameSummary's fields, players as JSON text).
+_SUMMARY_COLUMNS = "game_id, variant, version, over, created_at, last_active_at, players"
 _AUDIT_COLUMNS = (
     "seq, time, role, seat, rpc, action, public_action, outcome, code, request_id, version,"
     " previous_hash, hash"
@@ -536,6 +544,20 @@ def _game_record(values: Sequence[Any]) -> GameRecord:
         version=version,
         over=bool(over),
         last_active_at=last_active_at,
+    )
+
+
+def _game_summary(values: Sequence[Any]) -> GameSummary:
+    """A row of ``_SUMMARY_COLUMNS`` (both stores)."""
+    game_id, variant, version, over, created_at, last_active_at, players = values
+    return GameSummary(
+        game_id,
+        variant,
+        version,
+        bool(over),
+        created_at,
+        last_active_at,
+        tuple(json.loads(players)),
     )
 
 
@@ -1128,6 +1150,34 @@ class SqliteStore:
         def query(conn: sqlite3.Connection) -> list[str]:
             rows = conn.execute(f"SELECT game_id FROM games{where} ORDER BY game_id").fetchall()
             return [gid for (gid,) in rows]
+
+        return await self._read(query)
+
+    async def list_game_summaries(
+        self,
+        *,
+        after: GamePosition | None = None,
+        limit: int = 100,
+        over: bool | None = None,
+        variant: str | None = None,
+    ) -> list[GameSummary]:
+        conditions: list[str] = []
+        params: list[object] = []
+        if after is not None:
+            conditions.append("(created_at, game_id) > (?, ?)")  # games_created's order
+            params += after
+        if over is not None:
+            conditions.append("over = ?")
+            params.append(int(over))
+        if variant is not None:
+            conditions.append("variant = ?")
+            params.append(variant)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        sql = f"SELECT {_SUMMARY_COLUMNS} FROM games{where} ORDER BY created_at, game_id LIMIT ?"
+        params.append(max(limit, 0))
+
+        def query(conn: sqlite3.Connection) -> list[GameSummary]:
+            return [_game_summary(row) for row in conn.execute(sql, params).fetchall()]
 
         return await self._read(query)
 
