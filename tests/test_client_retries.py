@@ -143,6 +143,7 @@ def test_the_service_config_retries_only_safe_calls() -> None:
         "VerifyAuditLog",
         "ExportGame",
         "ListVariants",
+        "ListGames",
     }
     assert ("RulesService", "*") in named
     assert method_config["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE"]

@@ -380,6 +380,8 @@ def _scalars(field: FieldDescriptor, texts: st.SearchStrategy[str]) -> st.Search
         FieldDescriptor.TYPE_INT64: int64s,
         FieldDescriptor.TYPE_BOOL: st.booleans(),
         FieldDescriptor.TYPE_STRING: texts,
+        # Every value the enum names and a few it does not (proto3 keeps unknown numbers).
+        FieldDescriptor.TYPE_ENUM: st.integers(-1, 4),
     }
     return kinds[field.type]
 

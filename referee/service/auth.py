@@ -16,6 +16,7 @@ from typing import Final
 SEAT: Final = "seat"
 SPECTATOR: Final = "spectator"
 ADJUDICATOR: Final = "adjudicator"
+CREATOR: Final = "creator"  # the server's creator credential (--creator-token): no game's role
 
 
 @dataclass(frozen=True, slots=True)

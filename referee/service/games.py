@@ -45,6 +45,7 @@ from referee.rules.options import OptionError, RuleSet, resolve_options
 from referee.service import metrics
 from referee.service.auth import (
     ADJUDICATOR,
+    CREATOR,
     SEAT,
     SPECTATOR,
     Caller,
@@ -71,8 +72,10 @@ from referee.store.base import (
     AuditVerification,
     Commit,
     GameOver,
+    GamePosition,
     GameRecord,
     GameStore,
+    GameSummary,
     LogRow,
     UnknownGame,
     UnreadableAuditEntry,
@@ -358,11 +361,56 @@ class GameManager:
                 "this server creates games only for the holders of its creator credential:"
                 " send authorization: Bearer <credential>",
             )
-        if token_hash(token) not in (self.server_creator_hash, self.server_adjudicator_hash):
+        self._server_credential(token)
+
+    def _server_credential(self, token: str) -> str:
+        """Which of the server's own credentials ``token`` is (``"adjudicator"`` or
+        ``"creator"``); PERMISSION_DENIED when it is neither (a game's tokens included)."""
+        hashed = token_hash(token)
+        if self.server_adjudicator_hash and hashed == self.server_adjudicator_hash:
+            return ADJUDICATOR
+        if self.server_creator_hash and hashed == self.server_creator_hash:
+            return CREATOR
+        raise ServiceError(
+            grpc.StatusCode.PERMISSION_DENIED,
+            "the credential is not this server's creator or adjudicator credential",
+        )
+
+    def check_lister(self, token: str | None) -> str:
+        """Who may list the stored games (ListGames): the holders of the server's adjudicator
+        or creator credential, which of the two is returned. A tournament system finds its
+        games with it; nobody else learns which games the server holds, and a game's own
+        tokens are not enough. A server with neither credential lists to no one, whatever is
+        sent. ``list_games`` checks it; the servicer checks it first, before anything in the
+        request is looked at (as ``check_creator``)."""
+        if not (self.server_adjudicator_hash or self.server_creator_hash):
             raise ServiceError(
                 grpc.StatusCode.PERMISSION_DENIED,
-                "the credential is not this server's creator or adjudicator credential",
+                "this server lists games to no one: it has no adjudicator or creator"
+                " credential (--adjudicator-token, --creator-token)",
             )
+        if token is None:
+            raise ServiceError(
+                grpc.StatusCode.UNAUTHENTICATED,
+                "listing games needs the server's adjudicator or creator credential:"
+                " send authorization: Bearer <credential>",
+            )
+        return self._server_credential(token)
+
+    async def list_games(
+        self,
+        token: str | None,
+        *,
+        after: GamePosition | None,
+        limit: int,
+        over: bool | None,
+        variant: str | None,
+    ) -> list[GameSummary]:
+        """A page of the stored games' public summaries (``GameStore.list_game_summaries``)."""
+        annotate(role=self.check_lister(token))
+        return await self.store.list_game_summaries(
+            after=after, limit=limit, over=over, variant=variant
+        )
 
     def _register(self, live: LiveGame) -> None:
         """A new game is durable: hold it in memory and count it."""

@@ -11,11 +11,15 @@ action, so the chain is kept short.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
+import math
 from collections.abc import AsyncIterator
 from typing import Final, TypeVar
 
 import grpc
+import orjson
 import structlog
 from google.protobuf import struct_pb2, timestamp_pb2
 
@@ -36,7 +40,7 @@ from referee.service.convert import (
 from referee.service.errors import invalid, over_limit
 from referee.service.games import GameManager, unreadable_audit_entry
 from referee.service.logline import annotate
-from referee.store.base import AuditRow, canonical_json
+from referee.store.base import AuditRow, GamePosition, GameSummary, canonical_json, compact_json
 
 log = structlog.get_logger("referee")
 T = TypeVar("T")
@@ -51,6 +55,20 @@ MAX_AUDIT_PAGE = 1000
 MAX_AUDIT_PAGE_BYTES = 2 * 1024 * 1024
 # What an entry adds to a page beyond its own bytes: its field tag and length prefix.
 _ENTRY_FRAMING = 6
+
+
+# ListGames: the page size when none is asked for, and the largest asked for.
+DEFAULT_GAMES_PAGE = 100
+MAX_GAMES_PAGE = 1000
+# A page token this server gives is about 60 characters for its own ids (24 hex digits), and
+# under 400 for any id of MAX_GAME_ID characters; a longer one is refused unread.
+MAX_PAGE_TOKEN = 512
+# ListGames's filter by state: whether the games listed have ended (None: either).
+_OVER_FILTER: dict[int, bool | None] = {
+    pb.GAME_STATE_UNSPECIFIED: None,
+    pb.GAME_STATE_IN_PROGRESS: False,
+    pb.GAME_STATE_OVER: True,
+}
 
 
 def _token(context: grpc.aio.ServicerContext) -> str | None:  # type: ignore[type-arg]
@@ -256,6 +274,46 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
             yield pb.AuditRecordsResponse(index=index, verdict=dict_to_struct(verdict))
             await asyncio.sleep(0)  # let other RPCs run between records
 
+    async def ListGames(  # noqa: N802
+        self,
+        request: pb.ListGamesRequest,
+        context: grpc.aio.ServicerContext,  # type: ignore[type-arg]
+    ) -> pb.ListGamesResponse:
+        token = _token(context)
+        self.games.check_lister(token)  # before the request is looked at, as CreateGame's
+        if not 0 <= request.page_size <= MAX_GAMES_PAGE:
+            raise invalid(f"page_size must be 0 to {MAX_GAMES_PAGE}", "page_size")
+        if request.state not in _OVER_FILTER:
+            raise invalid(f"state {request.state} is not a GameState", "state")
+        if request.variant and request.variant not in VARIANTS:
+            raise invalid(
+                f"unknown variant {request.variant!r}; the variants are {', '.join(VARIANTS)}",
+                "variant",
+            )
+        limit = request.page_size or DEFAULT_GAMES_PAGE
+        # One more than the page, to tell whether another page follows.
+        summaries = await self.games.list_games(
+            token,
+            after=_page_position(request.page_token),
+            limit=limit + 1,
+            over=_OVER_FILTER[request.state],
+            variant=request.variant or None,
+        )
+        page = pb.ListGamesResponse()
+        size = 0
+        # A summary is at most about 1.1 KB (four names of 64 characters), so a full page fits
+        # a client's default 4 MiB; a server whose response limit (16 times
+        # --max-message-bytes) is smaller ends the page before it, as GetAuditLog's.
+        for summary in summaries[:limit]:
+            game = _game_summary(summary)
+            size += game.ByteSize() + _ENTRY_FRAMING
+            if page.games and size > self.max_response_bytes - MAX_PAGE_TOKEN:
+                break
+            page.games.append(game)
+        if len(page.games) < len(summaries):
+            page.next_page_token = _page_token(summaries[len(page.games) - 1].position)
+        return page
+
     async def ListVariants(  # noqa: N802
         self,
         request: pb.ListVariantsRequest,
@@ -295,17 +353,70 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         return pb.ListVariantsResponse(variants=variants)
 
 
+def _timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+    """A wall-clock time as the store keeps it (seconds since 1970) as a Timestamp."""
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp
+
+
+def _game_summary(summary: GameSummary) -> pb.GameSummary:
+    """A ListGames entry: the summary's public fields (it holds no others)."""
+    return pb.GameSummary(
+        game_id=summary.game_id,
+        variant=summary.variant,
+        version=summary.version,
+        over=summary.over,
+        created_at=_timestamp(summary.created_at),
+        # 0: a store that never recorded it (none does now; kept unset rather than 1970).
+        last_active_at=_timestamp(summary.last_active_at) if summary.last_active_at else None,
+        player_names=summary.players,
+    )
+
+
+def _page_token(position: GamePosition) -> str:
+    """The opaque ListGames page token that continues after ``position``: base64url of the
+    JSON ``[created_at, game_id]``. Keyset paging rather than an offset, so that games
+    created or ended between two pages never make one listed twice or skipped."""
+    return base64.urlsafe_b64encode(compact_json(list(position)).encode()).decode().rstrip("=")
+
+
+def _page_position(page_token: str) -> GamePosition | None:
+    """The position a ListGames page token continues after (None for ""); one this server
+    did not make is INVALID_ARGUMENT naming ``page_token``."""
+    if not page_token:
+        return None
+    malformed = invalid(
+        "page_token is not one this server gave: send the previous response's"
+        " next_page_token as it came, or none for the first page",
+        "page_token",
+    )
+    if len(page_token) > MAX_PAGE_TOKEN:
+        raise malformed
+    try:
+        decoded = orjson.loads(base64.urlsafe_b64decode(page_token + "=" * (-len(page_token) % 4)))
+    except (binascii.Error, ValueError):  # orjson.JSONDecodeError is a ValueError
+        raise malformed from None
+    match decoded:
+        case [int() | float() as created_at, str() as game_id] if (
+            not isinstance(created_at, bool)
+            and math.isfinite(created_at)
+            and 0 < len(game_id) <= MAX_GAME_ID
+            and "\x00" not in game_id
+        ):
+            return (float(created_at), game_id)
+    raise malformed
+
+
 def _audit_entry(row: AuditRow, full: bool, own: bool = False) -> pb.AuditEntry:
     """One audit row as the caller may see it: the adjudicator all of it; a seat its own
     requests in full and everyone else's public part. Another seat's refusal code is withheld:
     MUST_FOLLOW_SUIT or MUST_TRUMP on someone else's play would tell what that seat holds."""
-    stamp = timestamp_pb2.Timestamp()
-    stamp.FromNanoseconds(int(row.time * 1e9))
     action = row.action if full or own else row.public_action
     code = row.code if full or own else ""
     return pb.AuditEntry(
         seq=row.seq,
-        time=stamp,
+        time=_timestamp(row.time),
         role=_ROLE.get(row.role, pb.ROLE_UNSPECIFIED),
         seat=row.seat if row.seat is not None else 0,
         rpc=row.rpc,
