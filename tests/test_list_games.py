@@ -15,6 +15,7 @@ from typing import Any
 import grpc
 import pytest
 import pytest_asyncio
+from pinochle_client import GamesPage
 from prometheus_client import REGISTRY
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -359,3 +360,56 @@ async def test_each_call_has_its_log_line_and_metrics(
     ]
     assert lines[0]["role"] == "creator"
     assert CREATOR not in str(lines)
+
+
+# -- the Python client -------------------------------------------------------------------------
+
+
+async def test_the_python_clients_list_games_and_all_games(srv: Served) -> None:
+    """``list_games`` gives one page as plain data, every field present (Node's GameSummary,
+    snake_case); ``all_games`` every game the filter selects, across pages; a refusal is a
+    RefereeError; what it cannot send is refused before sending, naming the argument."""
+    client = srv.client
+    named = await _table(srv, "cutthroat", players=["Ann", "Bo", "Cy"], seed="client-0")
+    others = [(await _table(srv, seed=f"client-{i}")).game_id for i in range(1, 4)]
+    page = await client.list_games(CREATOR, page_size=2)
+    assert isinstance(page, GamesPage) and page.next_page_token
+    first = page.games[0]
+    assert list(first) == [
+        "game_id",
+        "variant",
+        "version",
+        "over",
+        "created_at",
+        "last_active_at",
+        "player_names",
+    ]
+    assert (first["game_id"], first["variant"], first["version"], first["over"]) == (
+        named.game_id,
+        "cutthroat",
+        0,
+        False,
+    )
+    assert first["player_names"] == ["Ann", "Bo", "Cy"]
+    assert first["created_at"] == first["last_active_at"]
+    assert set(first["created_at"]) == {"seconds", "nanos"}
+    assert first["created_at"]["seconds"] > 1_700_000_000
+    assert page.games[1]["player_names"] == []
+    rest = await client.list_games(ADJUDICATOR_TOKEN, page_token=page.next_page_token)
+    assert [g["game_id"] for g in rest.games] == others[1:] and rest.next_page_token == ""
+
+    every = [game["game_id"] async for game in client.all_games(CREATOR, page_size=1)]
+    assert every == [named.game_id, *others]
+    only = client.all_games(CREATOR, variant="cutthroat", state="GAME_STATE_IN_PROGRESS")
+    assert [game["game_id"] async for game in only] == [named.game_id]
+    assert [game async for game in client.all_games(CREATOR, state="GAME_STATE_OVER")] == []
+
+    denied = await refused(client.list_games(named.adjudicator_token))
+    assert denied.code == grpc.StatusCode.PERMISSION_DENIED
+    bad_token = await refused(client.list_games(CREATOR, page_token="nope"))
+    assert bad_token.fields == ["page_token"]
+    with pytest.raises(ValueError, match="state: 'OVER' is not a GameState"):
+        await client.list_games(CREATOR, state="OVER")
+    loose: Any = client
+    with pytest.raises(TypeError, match="page_size"):
+        await loose.list_games(CREATOR, page_size=1.5)

@@ -16,6 +16,7 @@ game's current version and the offending fields, read from the rich error detail
 from pinochle_client.client import (
     AuditCheck,
     CreatedGame,
+    GamesPage,
     HandScore,
     MeldResult,
     MeldScore,
@@ -29,6 +30,7 @@ from pinochle_client.client import (
 __all__ = [
     "AuditCheck",
     "CreatedGame",
+    "GamesPage",
     "HandScore",
     "MeldResult",
     "MeldScore",

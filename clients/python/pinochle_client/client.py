@@ -229,6 +229,15 @@ class HandScore:
     saved: list[bool]
 
 
+@dataclass(frozen=True, slots=True)
+class GamesPage:
+    """A ListGames answer: ``games`` (plain dicts, see ``RefereeClient.list_games``) and
+    ``next_page_token``, what to send for the next page ("" on the last page)."""
+
+    games: list[dict[str, Any]]
+    next_page_token: str
+
+
 # gRPC's own retries, configured on the channel by the service config shipped beside
 # referee.proto (the Node.js client loads the same file): the calls that change nothing, and
 # SubmitAction, whose request_id makes a second attempt safe (the server answers it with the
@@ -476,6 +485,72 @@ class RefereeClient:
         )
         return [_variant(v) for v in response.variants]
 
+    async def list_games(
+        self,
+        credential: str,
+        *,
+        page_size: int = 0,
+        page_token: str = "",
+        state: str = "GAME_STATE_UNSPECIFIED",
+        variant: str = "",
+    ) -> GamesPage:
+        """One page of the games the server stores, oldest first (ListGames). ``credential``
+        is the server's adjudicator or creator credential (a game's tokens are refused
+        PERMISSION_DENIED). ``page_size`` 0 is the server's default (100), at most 1000;
+        ``page_token`` the previous page's ``next_page_token`` ("" for the first); ``state``
+        ``"GAME_STATE_IN_PROGRESS"`` or ``"GAME_STATE_OVER"`` to list only those (a name this
+        client does not know is a ValueError naming ``state``); ``variant`` one variant's
+        games only.
+
+        Each game is a dict with every field present, the Node client's ``GameSummary`` with
+        snake_case keys: ``game_id``, ``variant``, ``version`` (int), ``over`` (bool),
+        ``created_at`` and ``last_active_at`` (``{"seconds": int, "nanos": int}``, as an audit
+        entry's ``time``; ``last_active_at`` None if the server did not send it) and
+        ``player_names`` (a list, empty when none were given). ``all_games`` pages through
+        every one. A failure raises RefereeError."""
+        try:
+            state_number = pb.GameState.Value(state)
+        except ValueError:
+            raise ValueError(
+                f"state: {state!r} is not a GameState ({', '.join(pb.GameState.keys())})"
+            ) from None
+        for text, field in ((page_token, "page_token"), (variant, "variant")):
+            _check_text(text, field)
+        request = pb.ListGamesRequest(
+            page_size=_integer(page_size, "page_size"),
+            page_token=page_token,
+            state=state_number,
+            variant=variant,
+        )
+        metadata = _auth(credential, "credential")
+        response = await self._ask(
+            lambda: self.referee.ListGames(
+                request, metadata=metadata, timeout=self.deadline_seconds
+            )
+        )
+        return GamesPage([_game_summary(g) for g in response.games], response.next_page_token)
+
+    async def all_games(
+        self,
+        credential: str,
+        *,
+        page_size: int = 0,
+        state: str = "GAME_STATE_UNSPECIFIED",
+        variant: str = "",
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Every game ``list_games`` selects, page after page until the last, each once
+        (games created or ended meanwhile never make one come twice or go missing)."""
+        token = ""
+        while True:
+            page = await self.list_games(
+                credential, page_size=page_size, page_token=token, state=state, variant=variant
+            )
+            for game in page.games:
+                yield game
+            token = page.next_page_token
+            if not token:
+                return
+
     async def audit_records(
         self, records: Sequence[str | Mapping[str, object]], keep_going: bool = False
     ) -> AsyncIterator[dict[str, Any]]:
@@ -706,6 +781,27 @@ def _variant(variant: pb.Variant) -> dict[str, Any]:
     }
 
 
+def _timestamp(message: Any, field: str) -> dict[str, int] | None:
+    """A Timestamp field as ``{"seconds", "nanos"}`` (None when unset), as Node gives it."""
+    if not message.HasField(field):
+        return None
+    stamp = getattr(message, field)
+    return {"seconds": stamp.seconds, "nanos": stamp.nanos}
+
+
+def _game_summary(game: pb.GameSummary) -> dict[str, Any]:
+    """A ListGames entry (the Node client's ``GameSummary``)."""
+    return {
+        "game_id": game.game_id,
+        "variant": game.variant,
+        "version": game.version,
+        "over": game.over,
+        "created_at": _timestamp(game, "created_at"),
+        "last_active_at": _timestamp(game, "last_active_at"),
+        "player_names": list(game.player_names),
+    }
+
+
 def _audit_entry(entry: pb.AuditEntry) -> dict[str, Any]:
     """An audit log entry (the Node client's ``AuditEntry``): ``seq`` and ``version`` ints,
     ``role`` and ``outcome`` by name (``"ROLE_SEAT"``, ``"AUDIT_OUTCOME_REFUSED"``), ``time``
@@ -714,11 +810,7 @@ def _audit_entry(entry: pb.AuditEntry) -> dict[str, Any]:
     ``hash``, ``previous_hash`` and ``hashed_content``) as "", never left out."""
     return {
         "seq": entry.seq,
-        "time": (
-            {"seconds": entry.time.seconds, "nanos": entry.time.nanos}
-            if entry.HasField("time")
-            else None
-        ),
+        "time": _timestamp(entry, "time"),
         "role": _enum_name(pb.Role, entry.role),
         "seat": entry.seat,
         "rpc": entry.rpc,
