@@ -20,9 +20,12 @@ import type { CreateGameRequest } from "../generated/pinochle/referee/v1/CreateG
 import type { CreateGameResponse__Output } from "../generated/pinochle/referee/v1/CreateGameResponse";
 import type { ExportGameResponse__Output } from "../generated/pinochle/referee/v1/ExportGameResponse";
 import type { GetAuditLogResponse__Output } from "../generated/pinochle/referee/v1/GetAuditLogResponse";
+import type { GameState__Output } from "../generated/pinochle/referee/v1/GameState";
+import type { GameSummary__Output } from "../generated/pinochle/referee/v1/GameSummary";
 import type { GetGameResponse__Output } from "../generated/pinochle/referee/v1/GetGameResponse";
 import type { LegalPlaysRequest } from "../generated/pinochle/referee/v1/LegalPlaysRequest";
 import type { LegalPlaysResponse__Output } from "../generated/pinochle/referee/v1/LegalPlaysResponse";
+import type { ListGamesResponse__Output } from "../generated/pinochle/referee/v1/ListGamesResponse";
 import type { ListLegalActionsResponse__Output } from "../generated/pinochle/referee/v1/ListLegalActionsResponse";
 import type { ListVariantsResponse__Output } from "../generated/pinochle/referee/v1/ListVariantsResponse";
 import type { OptionSpec__Output } from "../generated/pinochle/referee/v1/OptionSpec";
@@ -273,6 +276,31 @@ export type OptionSpec = Omit<OptionSpec__Output, "allowed" | "defaultValue"> & 
 
 /** A variant ListVariants offers, with its options. */
 export type Variant = Omit<Variant__Output, "options"> & { options: OptionSpec[] };
+
+/** ListGames's filter by state: "GAME_STATE_IN_PROGRESS", "GAME_STATE_OVER", or
+ * "GAME_STATE_UNSPECIFIED" for every game. */
+export type GameState = GameState__Output;
+
+/** A game as ListGames lists it: public fields only. `version` a number, `createdAt` and
+ * `lastActiveAt` as `{ seconds, nanos }` (as an audit entry's `time`), `playerNames` empty when
+ * none were given. */
+export type GameSummary = GameSummary__Output;
+
+/** The query of `listGames` and `allGames`. */
+export interface ListGamesQuery {
+  /** At most this many games a page (0 or omitted: the server's default, 100; at most 1000). */
+  pageSize?: number;
+  /** Only the games in this state (omitted: every game). */
+  state?: GameState;
+  /** Only the games of this variant (omitted or "": every variant). */
+  variant?: string;
+}
+
+/** One ListGames page: `nextPageToken` is what `listGames` takes for the next ("" on the last). */
+export interface GamesPage {
+  games: GameSummary[];
+  nextPageToken: string;
+}
 
 /** A WatchGame stream. `return()` (which `break` calls) stops it at once, even while it waits
  * for the next event: a pending `next()` then ends the iteration. */
@@ -991,6 +1019,52 @@ export class RefereeClient {
       call,
     );
     return response.variants.map(toVariant);
+  }
+
+  /**
+   * One page of the games the server stores, oldest first (ListGames), as the Python client's
+   * `list_games()` gives it (keys in camelCase). `credential` is the server's adjudicator or
+   * creator credential: a game's tokens are refused (PERMISSION_DENIED). `pageToken` is the
+   * previous page's `nextPageToken` ("" or omitted for the first page). Refusals throw
+   * RefereeError.
+   */
+  async listGames(
+    credential: string,
+    query: ListGamesQuery & { pageToken?: string } = {},
+    call: CallOptions = {},
+  ): Promise<GamesPage> {
+    checkText(query, "");
+    const token = sendableToken(credential, "credential");
+    const message = {
+      pageSize: int32(query.pageSize ?? 0, "pageSize"),
+      pageToken: query.pageToken ?? "",
+      state: query.state ?? "GAME_STATE_UNSPECIFIED",
+      variant: query.variant ?? "",
+    };
+    const response = await this.unary<ListGamesResponse__Output>(
+      (md, opts, cb) => this.referee.ListGames(message, md, opts, cb),
+      token,
+      call,
+    );
+    return { games: [...response.games], nextPageToken: response.nextPageToken };
+  }
+
+  /**
+   * Every game `listGames` selects, page after page until the last, each once (games created
+   * or ended meanwhile never make one come twice or go missing), as the Python client's
+   * `all_games()`. `call` applies to each page's call.
+   */
+  async *allGames(
+    credential: string,
+    query: ListGamesQuery = {},
+    call: CallOptions = {},
+  ): AsyncGenerator<GameSummary, void, undefined> {
+    let pageToken = "";
+    do {
+      const page = await this.listGames(credential, { ...query, pageToken }, call);
+      yield* page.games;
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
   }
 
   /**
