@@ -38,12 +38,12 @@ class Flaky:
         self.after_write = after_write
         self.calls = 0
 
-    async def __call__(self, *args: Any) -> Any:
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         if self.calls > self.failures:
-            return await self.inner(*args)
+            return await self.inner(*args, **kwargs)
         if self.after_write:
-            await self.inner(*args)
+            await self.inner(*args, **kwargs)
         raise StoreError("injected: the store failed")
 
 

@@ -6,6 +6,7 @@ port 0 (issue 4, "Tests"). Authorization across roles and the concealed-card pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import random
@@ -40,11 +41,12 @@ from referee.service import games as games_module
 from referee.service import servicers as servicers_module
 from referee.service.convert import dict_to_struct
 from referee.service.errors import ServiceError
-from referee.service.games import GameManager
+from referee.service.games import Created, GameManager
 from referee.service.observability import configure_logging
 from referee.service.server import SERVICE_NAMES, start_server
 from referee.service.settings import Settings
 from referee.store.base import GameRecord, GameStore, LogRow, StoreError
+from referee.store.postgres import PostgresStore
 from referee.store.sqlite import SqliteStore
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,
@@ -67,6 +69,7 @@ from tests.service_helpers import (
     stream_refused,
     text_of,
 )
+from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
 REPO = Path(__file__).resolve().parent.parent
 VECTORS = Path(__file__).parent / "vectors"
@@ -261,7 +264,7 @@ async def test_concurrent_creations_do_not_pass_the_cap(
         # A creation that fails frees its place.
         store = srv.running.games.store
 
-        async def failing(*args: Any) -> None:
+        async def failing(*args: Any, **kwargs: Any) -> None:
             raise StoreError("the store failed (test)")
 
         srv.running.games.max_active_games = 6
@@ -279,7 +282,7 @@ class HeldCreations:
 
     BOUND = 10.0  # seconds a held call may wait before the test fails
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: GameStore) -> None:
         self.store = store
         self.before_write: asyncio.Event | None = None
         self.after_write: asyncio.Event | None = None
@@ -291,12 +294,12 @@ class HeldCreations:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
+    async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow], **cap: Any) -> None:
         self.writing.set()
         if (gate := self.before_write) is not None:
             self.before_write = None
             await asyncio.wait_for(gate.wait(), self.BOUND)
-        await self.store.create_game(game, first_rows)
+        await self.store.create_game(game, first_rows, **cap)
         if (gate := self.after_write) is not None:
             self.after_write = None
             self.written.set()
@@ -335,27 +338,29 @@ def _create_in(manager: GameManager) -> Awaitable[Any]:
     )
 
 
-async def test_a_creation_finishing_while_the_cap_is_counted_still_counts(
+async def test_a_creation_held_before_its_write_finds_the_place_taken(
     held: HeldCreations,
 ) -> None:
-    """Review (a flaky run of the test above): a creation under way counted as a number was
-    missed when it finished while another creation's count was being read (the read began
-    before its commit; its number was gone by the time the two were added), and the cap was
-    passed by one."""
+    """Review (a flaky run of the test above): a creation under way was missed by another
+    creation's count when it finished while that count was read, and the cap was passed by one.
+    The store now counts inside the write itself: a creation that reaches its write after
+    another took the last place is refused there, and exactly the cap's number are stored."""
     manager = GameManager(cast(GameStore, held), max_active_games=1)
     write = held.before_write = asyncio.Event()
     first = asyncio.ensure_future(_create_in(manager))
-    await asyncio.wait_for(held.writing.wait(), held.BOUND)  # admitted, not yet written
-    compare = held.after_read = asyncio.Event()
-    second = asyncio.ensure_future(_create_in(manager))
-    await asyncio.wait_for(held.read.wait(), held.BOUND)  # read without the first game
+    await asyncio.wait_for(held.writing.wait(), held.BOUND)  # started, not yet written
+    second = await asyncio.wait_for(_create_in(manager), held.BOUND)  # the one place
     write.set()
-    await asyncio.wait_for(first, held.BOUND)  # the first game is stored and done
-    compare.set()
     with pytest.raises(ServiceError) as caught:
-        await asyncio.wait_for(second, held.BOUND)
-    assert caught.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert await held.store.count_active_games() == 1
+        await asyncio.wait_for(first, held.BOUND)
+    refusal = caught.value
+    assert (refusal.code, refusal.reason, refusal.metadata) == (
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "TOO_MANY_GAMES",
+        {"limit": "1"},
+    )
+    assert await held.store.list_games() == [second.game_id]
+    assert list(manager.games) == [second.game_id]
 
 
 async def test_a_creation_stored_while_the_cap_is_counted_counts_once(
@@ -373,6 +378,78 @@ async def test_a_creation_stored_while_the_cap_is_counted_counts_once(
     await asyncio.wait_for(first, held.BOUND)
     assert second.game_id in await held.store.list_games()
     assert await held.store.count_active_games() == 2
+
+
+@contextlib.asynccontextmanager
+async def _replicas(count: int, max_games: int) -> AsyncIterator[list[GameManager]]:
+    """``count`` game managers, each on a PostgreSQL store of its own on one schema, as
+    replicas are, sharing a cap of ``max_games`` active games."""
+    with postgres_schema("test_cap") as schema:
+        stores = [PostgresStore(POSTGRES_URL, schema=schema) for _ in range(count)]
+        try:
+            for store in stores:
+                await store.open()
+            yield [
+                GameManager(store, max_active_games=max_games, shared_store=True)
+                for store in stores
+            ]
+        finally:
+            for store in stores:
+                await store.close()
+
+
+def _too_many_games(refusal: BaseException, limit: int) -> bool:
+    return isinstance(refusal, ServiceError) and (
+        refusal.code,
+        refusal.reason,
+        refusal.metadata,
+    ) == (grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_GAMES", {"limit": str(limit)})
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+async def test_two_replicas_creating_at_once_never_pass_the_cap(backend: str) -> None:
+    """Was (README: "replicas sharing PostgreSQL do not coordinate"): each replica counted the
+    active games and admitted its own creations one at a time, so two replicas creating at once
+    counted the same games and together passed the cap. Ten creations on each of two replicas
+    with room for four: exactly four games, and sixteen refusals of the usual shape."""
+    del backend
+    async with _replicas(2, max_games=4) as replicas:
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(
+                *(_create_in(replica) for replica in replicas for _ in range(10)),
+                return_exceptions=True,
+            ),
+            HeldCreations.BOUND,
+        )
+        created = [outcome for outcome in outcomes if isinstance(outcome, Created)]
+        refusals = [outcome for outcome in outcomes if not isinstance(outcome, Created)]
+        assert len(created) == 4 and len(refusals) == 16, outcomes
+        assert all(_too_many_games(refusal, 4) for refusal in refusals), refusals
+        assert await replicas[0].store.count_active_games() == 4
+        held = {game_id for replica in replicas for game_id in replica.games}
+        assert held == {creation.game_id for creation in created}
+
+
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+async def test_a_creation_held_on_one_replica_finds_the_place_taken_on_the_other(
+    backend: str,
+) -> None:
+    """The same, the interleaving forced: a creation that one replica had admitted (its count
+    read) reached its write only after the other replica created the last game, and was stored
+    too. The count is now part of the write, which refuses it."""
+    del backend
+    async with _replicas(2, max_games=1) as (here, there):
+        held = HeldCreations(here.store)
+        here.store = cast(GameStore, held)
+        write = held.before_write = asyncio.Event()
+        first = asyncio.ensure_future(_create_in(here))
+        await asyncio.wait_for(held.writing.wait(), held.BOUND)  # started, not yet written
+        second = await asyncio.wait_for(_create_in(there), held.BOUND)  # the one place
+        write.set()
+        with pytest.raises(ServiceError) as caught:
+            await asyncio.wait_for(first, held.BOUND)
+        assert _too_many_games(caught.value, 1), caught.value
+        assert await there.store.list_games() == [second.game_id]
 
 
 def _games_active() -> float | None:

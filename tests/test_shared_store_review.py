@@ -13,14 +13,18 @@ import secrets
 from collections.abc import AsyncIterator, Iterator
 from urllib.parse import quote
 
+import psycopg
 import pytest
+from psycopg import sql as pgsql
 
-from referee.store.base import AuditRow, VersionConflict
+from referee.store.base import AuditRow, TooManyGames, VersionConflict
 from referee.store.postgres import PostgresStore
 from tests.test_postgres_review import _lock_waiter, _named, _row_locked
 from tests.test_store import (
     POSTGRES_URL,
     audit_entry,
+    deal_row,
+    game_record,
     make_commit,
     new_game,
     postgres_marks,
@@ -126,3 +130,38 @@ async def test_audit_times_survive_a_database_that_prints_floats_short(schema: s
         assert [row.time for row in read] == [1_700_000_100.987_654_3, 1_700_000_200.1]
         verification = await store.verify_audit_log("g1")
         assert verification.intact and verification.entries == 2, verification
+
+
+# -- the cap of active games --------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def _log_locked(schema: str) -> AsyncIterator[None]:
+    """An open transaction of a foreign session that keeps every insert into the log waiting."""
+    async with await psycopg.AsyncConnection.connect(POSTGRES_URL) as conn:
+        await conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
+        await conn.execute("LOCK TABLE log IN SHARE MODE")
+        try:
+            yield
+        finally:
+            await conn.rollback()
+
+
+async def test_two_replicas_creating_the_last_place_at_once_store_one_game(schema: str) -> None:
+    """Was: each replica counted the active games for the cap on its own, before its write, so
+    two replicas creating at once both counted the same games and together passed the cap.
+    Each creation now counts inside its write, after an advisory lock every replica takes:
+    here the first creation holds it while its insert waits (a foreign session holds the log),
+    the second waits for it, then counts the first's game and is refused."""
+    async with _stores(schema, 2) as stores:
+        async with _log_locked(schema):
+            creations = []
+            for index, (store, name) in enumerate(stores):
+                write = store.create_game(game_record(f"g{index}"), [deal_row()], max_active=1)
+                creations.append(asyncio.ensure_future(write))
+                await _lock_waiter(name)  # the first at the log, the second at the count
+        results = await asyncio.wait_for(asyncio.gather(*creations, return_exceptions=True), BOUND)
+        assert results[0] is None, results
+        assert isinstance(results[1], TooManyGames) and results[1].limit == 1, results
+        first = stores[0][0]
+        assert await first.list_games() == ["g0"]

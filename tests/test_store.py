@@ -51,6 +51,7 @@ from referee.store.base import (
     GameSummary,
     LogRow,
     StoreError,
+    TooManyGames,
     UnknownGame,
     VersionConflict,
     canonical_json,
@@ -472,8 +473,8 @@ async def test_count_active_games_since_the_last_accepted_action(store: GameStor
 
 
 async def test_count_active_games_leaves_out_the_games_named(store: GameStore) -> None:
-    """The game manager counts its creations under way itself, so the count leaves them out
-    (an unknown id, or a finished game, changes nothing)."""
+    """The game manager's recount counts the games it is writing itself, so the count leaves
+    them out (an unknown id, or a finished game, changes nothing)."""
     for game_id in ("a", "b", "c"):
         await new_game(store, game_id, created_at=1_000.0)
     await new_game(store, "d", over=True)
@@ -482,6 +483,45 @@ async def test_count_active_games_leaves_out_the_games_named(store: GameStore) -
     assert await store.count_active_games(active_since=1_000.0, excluding=("a",)) == 2
     assert await store.count_active_games(active_since=1_000.1, excluding=("a",)) == 0
     assert await store.count_active_games(excluding=()) == 3
+
+
+async def test_create_game_refuses_a_game_past_the_cap_and_stores_nothing(
+    store: GameStore,
+) -> None:
+    """With ``max_active`` the creation counts the active games as ``count_active_games``
+    does (ended games never, idle ones not with ``active_since``) and is refused at the cap."""
+    await new_game(store, "idle", created_at=1_000.0)
+    await new_game(store, "ended", over=True)
+    await store.create_game(game_record("a"), [deal_row()], max_active=2, active_since=1_000.1)
+    with pytest.raises(TooManyGames) as caught:  # "idle" counts without a threshold
+        await store.create_game(game_record("b"), [deal_row()], max_active=2)
+    assert caught.value.limit == 2
+    with pytest.raises(UnknownGame):
+        await store.get_game("b")
+    await store.create_game(game_record("b"), [deal_row()], max_active=2, active_since=1_000.1)
+    with pytest.raises(TooManyGames):
+        await store.create_game(game_record("c"), [deal_row()], max_active=2, active_since=1_000.1)
+    assert sorted(await store.list_games()) == ["a", "b", "ended", "idle"]
+    assert await store.load_log("b") == [deal_row()]
+
+
+async def test_creations_at_once_never_pass_the_cap(store: GameStore) -> None:
+    """Ten creations at once with room for three: exactly three are stored, the others refused
+    alone. SQLite runs the ten as jobs of one transaction, each counting the games the jobs
+    before it inserted; PostgreSQL counts each after the creations committed before it."""
+    batches = store.batches if isinstance(store, SqliteStore) else 0
+    results = await asyncio.gather(
+        *(
+            store.create_game(game_record(f"g{index}"), [deal_row()], max_active=3)
+            for index in range(10)
+        ),
+        return_exceptions=True,
+    )
+    assert sum(result is None for result in results) == 3, results
+    assert all(isinstance(result, TooManyGames) for result in results if result is not None)
+    assert await store.count_active_games() == 3
+    if isinstance(store, SqliteStore):
+        assert store.batches == batches + 1  # one transaction, its refusals failing alone
 
 
 # -- commits --------------------------------------------------------------------------------
@@ -1972,23 +2012,23 @@ async def test_postgres_migration_runs_without_the_session_limits(
         assert rows == _LAST_ACTIVE_AFTER_MIGRATION
 
 
-_IDLE_COUNT = "SELECT COUNT(*) FROM games WHERE {over} AND last_active_at >= 5"
-
-
-async def test_sqlite_the_idle_count_has_an_index(tmp_path: Path) -> None:
-    """``count_active_games(active_since)`` runs on every CreateGame: it must not scan."""
+async def test_sqlite_the_active_count_has_an_index(tmp_path: Path) -> None:
+    """The count of active games runs in every CreateGame's write transaction (the cap) and in
+    every recount: it must not scan the games, with an idle threshold or without one."""
     store = SqliteStore(tmp_path / "plan.db")
     await store.open()
     await store.close()
     conn = sqlite3.connect(tmp_path / "plan.db")
     try:
-        plan = conn.execute("EXPLAIN QUERY PLAN " + _IDLE_COUNT.format(over="over = 0"))
-        assert "games_active_since" in str(plan.fetchall())
+        for since in (5.0, None):
+            query, params = sqlite_store._active_games_query(since, ())
+            plan = str(conn.execute("EXPLAIN QUERY PLAN " + query, params).fetchall())
+            assert "USING INDEX games_active" in plan, plan
     finally:
         conn.close()
 
 
-async def test_postgres_the_idle_count_has_an_index(postgres_url: str) -> None:
+async def test_postgres_the_active_count_has_an_index(postgres_url: str) -> None:
     with postgres_schema() as schema:
         store = PostgresStore(POSTGRES_URL, schema=schema)
         await store.open()
@@ -1996,8 +2036,11 @@ async def test_postgres_the_idle_count_has_an_index(postgres_url: str) -> None:
         async with await psycopg.AsyncConnection.connect(POSTGRES_URL) as conn:
             await conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(schema)))
             await conn.execute("SET enable_seqscan = off")  # the table is empty
-            cursor = await conn.execute("EXPLAIN " + _IDLE_COUNT.format(over="NOT over"))
-            assert "games_active_since" in str(await cursor.fetchall())
+            for since in (5.0, None):
+                query, params = postgres_store._active_games_query(since, ())
+                cursor = await conn.execute("EXPLAIN " + query, params)
+                plan = str(await cursor.fetchall())
+                assert "Index" in plan and "games_active" in plan, plan
 
 
 _LISTING = (

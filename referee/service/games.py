@@ -77,6 +77,7 @@ from referee.store.base import (
     GameStore,
     GameSummary,
     LogRow,
+    TooManyGames,
     UnknownGame,
     UnreadableAuditEntry,
     VersionConflict,
@@ -231,8 +232,9 @@ class GameManager:
         self.finished: OrderedDict[str, LiveGame] = OrderedDict()  # least recently used first
         self.finished_kept = finished_kept
         self._loading: dict[str, asyncio.Lock] = {}
-        self._counting = asyncio.Lock()  # the cap's count and the creations it admits
-        self._creating: set[str] = set()  # ids of creations admitted, not yet stored or failed
+        # Held by a recount while it reads the store; a creation waits for it to start.
+        self._counting = asyncio.Lock()
+        self._creating: set[str] = set()  # ids of creations started, not yet stored or failed
         # Actions handed to the store and not yet answered, by game: whether each ends its game
         # (recount_active_games reads around those that may change what it counts).
         self._committing: dict[str, bool] = {}
@@ -283,26 +285,10 @@ class GameManager:
                     "given deals need the server's adjudicator credential",
                 )
             self._check_given_deals(rules, first_dealer, deal_mode)
-        # The count and the creations it lets through are one step: concurrent CreateGames
-        # each counted the same games before any was stored, and together went past the cap.
-        # Creations under way count too (the writes themselves still share transactions), each
-        # exactly once: the read leaves them out and they are added by name, since a commit
-        # may land (and be seen, or not, by the read) while the count is read. Counted as a
-        # number, a creation whose commit the read saw was counted twice (a place refused),
-        # and one that finished after the read began was missed (the cap passed by one).
         game_id = secrets.token_hex(12)
+        # Not while a recount reads the store: it could not tell whether it saw this creation
+        # (see recount_active_games). The cap itself is counted by the store's write.
         async with self._counting:
-            creating = frozenset(self._creating)
-            active = await self.store.count_active_games(self.active_since(), excluding=creating)
-            if active + len(creating) >= self.max_active_games:
-                # A reason of its own, as TOO_MANY_WATCHERS and REQUEST_TOO_LARGE have: a client
-                # branches on it (wait for games to end, or try another replica) where a bare
-                # RESOURCE_EXHAUSTED could as well be a refusal budget or a size limit.
-                raise over_limit(
-                    f"this server keeps at most {self.max_active_games} active games",
-                    reason="TOO_MANY_GAMES",
-                    limit=self.max_active_games,
-                )
             self._creating.add(game_id)
         try:
             return await self._create(game_id, rules, first_dealer, deal_mode, players)
@@ -341,7 +327,24 @@ class GameManager:
         # Like an action's commit (see _commit): once handed to the store the game may
         # become durable even if the caller is cancelled, so it is registered here either way
         # and referee_games_active keeps matching the database.
-        await _durably(self.store.create_game(record, [row]), lambda _: self._register(live))
+        # The store counts the active games inside the transaction that writes this one, after
+        # every creation committed before it, on any replica. Counted here first (each replica
+        # admitting its own creations one at a time), two replicas counted the same games at
+        # once and both created, together passing the cap.
+        write = self.store.create_game(
+            record, [row], max_active=self.max_active_games, active_since=self.active_since()
+        )
+        try:
+            await _durably(write, lambda _: self._register(live))
+        except TooManyGames:
+            # A reason of its own, as TOO_MANY_WATCHERS and REQUEST_TOO_LARGE have: a client
+            # branches on it (wait for games to end, or try another replica) where a bare
+            # RESOURCE_EXHAUSTED could as well be a refusal budget or a size limit.
+            raise over_limit(
+                f"this server keeps at most {self.max_active_games} active games",
+                reason="TOO_MANY_GAMES",
+                limit=self.max_active_games,
+            ) from None
         return Created(game_id, seat_tokens, spectator, adjudicator, state.version)
 
     def check_creator(self, token: str | None) -> None:
@@ -676,8 +679,8 @@ class GameManager:
 
         The read cannot tell whether it saw a write that was under way while it ran, so the
         games such a write may move in or out of the count are left out of it and counted from
-        memory afterwards, where their state is known: creations under way (none is admitted
-        while the store reads), and games whose action being committed ends them or wakes them
+        memory afterwards, where their state is known: creations under way (none starts while
+        the store reads), and games whose action being committed ends them or wakes them
         (``_moves``). Those left out whose write ends later move the gauge themselves, judged
         against this recount's threshold. Such a write that begins while the store reads is
         not left out of that read: the read is made again, leaving it out too, up to
@@ -1595,7 +1598,7 @@ async def _durably(
             elif on_failure is not None:
                 await on_failure(failure)
             if failure is not None and not isinstance(
-                failure, ServiceError | VersionConflict | GameOver
+                failure, ServiceError | VersionConflict | GameOver | TooManyGames
             ):
                 # The caller is gone, so the store's failure (nothing committed; a retry will
                 # tell) would pass silently: log it.

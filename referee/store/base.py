@@ -118,6 +118,15 @@ class GameExists(StoreError):
     """A game with this id already exists."""
 
 
+class TooManyGames(StoreError):
+    """``create_game`` refused the game: ``limit`` games are active already (the server's
+    ``--max-games``). Nothing was written."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"{limit} games are active already")
+        self.limit = limit
+
+
 class UnknownGame(StoreError):
     """No game with this id."""
 
@@ -359,8 +368,22 @@ class GameStore(Protocol):
 
     async def close(self) -> None: ...
 
-    async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
-        """Store a new game and its first deal row(s) in one transaction (GameExists if taken)."""
+    async def create_game(
+        self,
+        game: GameRecord,
+        first_rows: Sequence[LogRow],
+        *,
+        max_active: int | None = None,
+        active_since: float | None = None,
+    ) -> None:
+        """Store a new game and its first deal row(s) in one transaction (GameExists if taken).
+
+        With ``max_active``, the same transaction first counts the other active games as
+        ``count_active_games(active_since)`` does and refuses the game (TooManyGames) when
+        there are that many already. Creations are serialised around that count, whatever
+        process makes them (PostgreSQL replicas included), so concurrent creations can never
+        together pass the cap: each counts the games of every creation committed before it.
+        """
 
     async def get_game(self, game_id: str) -> GameRecord:
         """The game's record with its current version (UnknownGame if none)."""
@@ -430,8 +453,9 @@ class GameStore(Protocol):
         ``GameRecord.created_at`` and ``AuditRow.time``). Idle games still exist and play on:
         they only stop counting against the server's cap of active games.
 
-        The games named in ``excluding`` are left out: the caller's creations under way, which
-        it counts itself, whether or not their commits have landed when the count is read."""
+        The games named in ``excluding`` are left out: games whose write is under way (the
+        caller's creations, and actions that may end or wake a game), which the caller counts
+        itself, whether or not their commits have landed when the count is read."""
 
     def changes(self) -> AsyncIterator[str]:
         """Ids of games that another process changed, as they change (may never yield).

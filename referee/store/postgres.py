@@ -25,6 +25,18 @@ Writes
     (and if) the transaction commits. Nothing is acknowledged before ``COMMIT`` returns
     (``synchronous_commit`` is left at its default, ``on``).
 
+    ``create_game`` with a cap of active games first takes a transaction-level advisory lock
+    (:data:`CREATION_LOCK`, the schema name's hash) and only then counts the active games, in
+    a statement of its own: under READ COMMITTED that statement's snapshot is taken after the
+    lock was granted, so it sees every creation that held the lock before (a lock is released
+    only once its transaction's commit is visible). Creations are thus counted one after
+    another across every replica, and the cap is never passed; the lock is held for the count,
+    the inserts and the COMMIT, and a refused creation writes nothing. Within one store, such
+    creations wait for one another before taking a pooled connection, so a burst of
+    CreateGames waits in the process rather than holding the pool's connections at the lock,
+    away from the actions (and at most one per replica waits at the lock, well within the
+    session's ``lock_timeout``).
+
     Within one store, writes of the same game run in the order they were submitted, one at a
     time, each as its own task: cancelling a caller does not withdraw a write it submitted
     (a retry of its request_id then finds the stored response), and ``close()`` finishes them.
@@ -88,6 +100,7 @@ from referee.store.base import (
     GameSummary,
     LogRow,
     StoreError,
+    TooManyGames,
     UnknownGame,
     VersionConflict,
     check_downgrade,
@@ -232,6 +245,9 @@ DOWNGRADES: tuple[tuple[str, ...], ...] = (
 MIGRATION_LOCK = 0x50524546
 # The first key of the serving lock (see the module docstring), the second as above.
 SERVING_LOCK = 0x50524553
+# The first key of the lock that serialises capped creations (see the module docstring), the
+# second as above: the replicas of one schema share one cap.
+CREATION_LOCK = 0x50524543
 CHANNEL_PREFIX = "pinochle_referee"
 DEFAULT_CONNECT_TIMEOUT = 10.0
 LISTEN_POLL_SECONDS = 0.5  # how often the listener looks up from waiting (close(), keep-alive)
@@ -355,6 +371,26 @@ def secrets_of(url: str) -> list[str]:
     return sorted((secret for secret in found if secret), key=len, reverse=True)
 
 
+def _active_games_query(
+    active_since: float | None, excluding: Collection[str]
+) -> tuple[str, list[object]]:
+    """``count_active_games``'s statement and parameters (``create_game``'s cap counts with it
+    too); the partial indexes ``games_active_since`` and ``games_active`` hold only the games
+    not over, which is all it reads."""
+    query = "SELECT COUNT(*) FROM games WHERE NOT over"
+    params: list[object] = []
+    if active_since is not None:
+        query += " AND last_active_at >= %s"
+        params.append(active_since)
+    # An id PostgreSQL text cannot hold matches no stored game: leaving it out changes
+    # nothing, and sending it would fail the query.
+    excluded = [game_id for game_id in excluding if "\x00" not in game_id]
+    if excluded:
+        query += " AND NOT (game_id = ANY(%s))"
+        params.append(excluded)
+    return query, params
+
+
 async def _game_exists(conn: Connection, game_id: str) -> bool:
     cursor = await conn.execute("SELECT 1 FROM games WHERE game_id = %s", (game_id,))
     return await cursor.fetchone() is not None
@@ -413,6 +449,7 @@ class PostgresStore:
         self._accepting = False
         self._closed = False
         self._tails: dict[str, asyncio.Task[Any]] = {}  # the last write submitted per game
+        self._capped_creations = asyncio.Lock()  # one capped creation at a time (see above)
         self._pending: set[asyncio.Task[Any]] = set()
         self.listener_pid = 0  # the backend pid of the current changes() connection (tests)
 
@@ -712,8 +749,14 @@ class PostgresStore:
         except psycopg.Error as exc:
             raise StoreError(f"read failed: {self._said(exc)}") from exc
 
-    async def _write(self, game_id: str, work: Callable[[Connection], Awaitable[T]]) -> T:
-        """Run ``work`` in a transaction after every write of ``game_id`` submitted before it.
+    async def _write(
+        self,
+        game_id: str,
+        work: Callable[[Connection], Awaitable[T]],
+        after: asyncio.Lock | None = None,
+    ) -> T:
+        """Run ``work`` in a transaction after every write of ``game_id`` submitted before it
+        (and, with ``after``, holding that lock while it takes a connection and runs).
 
         The write is a task of its own, registered before this coroutine first waits: the
         caller's cancellation does not withdraw it and ``close()`` waits for it.
@@ -725,7 +768,10 @@ class PostgresStore:
         async def run() -> T:
             if previous is not None:
                 await asyncio.wait([previous])
-            return await self._transaction(work)
+            if after is None:
+                return await self._transaction(work)
+            async with after:
+                return await self._transaction(work)
 
         task = asyncio.get_running_loop().create_task(run())
         self._tails[game_id] = task
@@ -742,18 +788,40 @@ class PostgresStore:
 
     # -- writes -----------------------------------------------------------------------------
 
-    async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
+    async def create_game(
+        self,
+        game: GameRecord,
+        first_rows: Sequence[LogRow],
+        *,
+        max_active: int | None = None,
+        active_since: float | None = None,
+    ) -> None:
+        """Store a new game (see :meth:`GameStore.create_game` and the module docstring)."""
         params = (*_game_params(game), bool(game.over), GENESIS_HASH, _stored_time(game.created_at))
         rows = _numbered_log(game.game_id, 1, _log_params(first_rows))
+        count_sql, count_params = _active_games_query(active_since, ())
 
         async def work(conn: Connection) -> None:
+            if max_active is not None:
+                # Two statements: one taking the lock and counting would count from a snapshot
+                # taken before it waited for the lock, missing the creation it waited for.
+                async with conn.pipeline():
+                    await conn.execute(
+                        "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                        (CREATION_LOCK, self.schema_name),
+                    )
+                    counted = await conn.execute(count_sql, count_params)
+                active = await counted.fetchone()
+                if active is not None and active[0] >= max_active:
+                    raise TooManyGames(max_active)  # before any write: nothing to undo
             cursor = await conn.execute(_INSERT_GAME, params)
             if cursor.rowcount != 1:
                 raise GameExists(game.game_id)
             if rows:
                 await cursor.executemany(_INSERT_LOG, rows)
 
-        await self._write(game.game_id, work)
+        capped = self._capped_creations if max_active is not None else None
+        await self._write(game.game_id, work, after=capped)
 
     async def commit(self, commit: Commit) -> AuditRow:
         """Apply ``commit`` (see :meth:`GameStore.commit` and the module docstring).
@@ -1018,20 +1086,10 @@ class PostgresStore:
     async def count_active_games(
         self, active_since: float | None = None, excluding: Collection[str] = ()
     ) -> int:
-        sql = "SELECT COUNT(*) FROM games WHERE NOT over"
-        params: list[object] = []
-        if active_since is not None:
-            sql += " AND last_active_at >= %s"
-            params.append(active_since)
-        # An id PostgreSQL text cannot hold matches no stored game: leaving it out changes
-        # nothing, and sending it would fail the query.
-        excluded = [game_id for game_id in excluding if "\x00" not in game_id]
-        if excluded:
-            sql += " AND NOT (game_id = ANY(%s))"
-            params.append(excluded)
+        count_sql, params = _active_games_query(active_since, excluding)
 
         async def query(conn: Connection) -> int:
-            cursor = await conn.execute(sql, params)
+            cursor = await conn.execute(count_sql, params)
             row = await cursor.fetchone()
             return int(row[0]) if row is not None else 0
 

@@ -7,8 +7,8 @@ Threads
     returns, all of them (at most ``max_batch``) go into the next ``BEGIN IMMEDIATE``
     transaction, and the next ``COMMIT`` makes them durable together (group commit: one fsync
     for the whole batch). A job that is refused (a version conflict, a finished game, a
-    duplicate id) is refused before its first write, so it fails alone; a job that fails after
-    writing fails the batch.
+    duplicate id, a creation past the cap of active games) is refused before its first write,
+    so it fails alone; a job that fails after writing fails the batch.
     A job is never acknowledged before the ``COMMIT`` that made it durable has returned; if
     that ``COMMIT`` fails, every job of the batch fails with :class:`StoreError`. Cancelling a
     caller that waits does not withdraw its write: once queued it may still commit (a retry of
@@ -94,6 +94,7 @@ from referee.store.base import (
     GameSummary,
     LogRow,
     StoreError,
+    TooManyGames,
     UnknownGame,
     UnreadableAuditEntry,
     VersionConflict,
@@ -573,6 +574,23 @@ def _log_row(values: Sequence[Any]) -> LogRow:
     )
 
 
+def _active_games_query(
+    active_since: float | None, excluding: Collection[str]
+) -> tuple[str, list[object]]:
+    """``count_active_games``'s statement and parameters (``create_game``'s cap counts with it
+    too). Either way an index answers it: ``games_active_since`` with a threshold, else
+    ``games_active``, both holding only the games not over."""
+    sql = "SELECT COUNT(*) FROM games WHERE over = 0"
+    params: list[object] = []
+    if active_since is not None:
+        sql += " AND last_active_at >= ?"
+        params.append(active_since)
+    if excluding:
+        sql += f" AND game_id NOT IN (?{', ?' * (len(excluding) - 1)})"
+        params += excluding
+    return sql, params
+
+
 def _game_exists(conn: sqlite3.Connection, game_id: str) -> bool:
     return conn.execute("SELECT 1 FROM games WHERE game_id = ?", (game_id,)).fetchall() != []
 
@@ -599,10 +617,10 @@ def _run_job(conn: sqlite3.Connection, job: _Job) -> tuple[_Job, object, BaseExc
     """Run one job's statements inside the batch's transaction.
 
     A job that is refused (an unknown game, a stale version, a duplicate request id or game
-    id) raises before its first write: SQLite undoes a failed statement by itself, so the
-    job fails alone and the batch goes on, with no SAVEPOINT per job (two statements fewer
-    on every action). An error after a write, or one that ended the transaction, is raised
-    to fail the whole batch.
+    id, a creation past the cap) raises before its first write: SQLite undoes a failed
+    statement by itself, so the job fails alone and the batch goes on, with no SAVEPOINT per
+    job (two statements fewer on every action). An error after a write, or one that ended
+    the transaction, is raised to fail the whole batch.
     """
     changes = conn.total_changes
     try:
@@ -925,11 +943,33 @@ class SqliteStore:
 
     # -- writes -----------------------------------------------------------------------------
 
-    async def create_game(self, game: GameRecord, first_rows: Sequence[LogRow]) -> None:
+    async def create_game(
+        self,
+        game: GameRecord,
+        first_rows: Sequence[LogRow],
+        *,
+        max_active: int | None = None,
+        active_since: float | None = None,
+    ) -> None:
+        """Store a new game (see :meth:`GameStore.create_game`).
+
+        The cap is counted by the job itself, inside the write transaction (``BEGIN
+        IMMEDIATE``: no other writer meanwhile), after the jobs before it in the batch, whose
+        creations it sees, and it refuses before its first write (see ``_run_job``), so a
+        refused creation fails alone and the batch goes on. A refusal that counted such an
+        earlier job's game stands only if the batch commits (``_begin_batch``, as for any
+        refusal made after another job's write). The count runs on the event loop with the
+        other statements: a read of the index of active games, about 0.6 ms at 10,000.
+        """
         params = (*_game_params(game), int(game.over))
         log = _numbered_log(game.game_id, 1, _log_params(first_rows))
+        count_sql, count_params = _active_games_query(active_since, ())
 
         def apply(conn: sqlite3.Connection) -> None:
+            if max_active is not None:
+                ((active,),) = conn.execute(count_sql, count_params).fetchall()
+                if active >= max_active:
+                    raise TooManyGames(max_active)
             try:
                 conn.execute(
                     f"INSERT INTO games ({_GAME_COLUMNS}, audit_seq, audit_head, log_seq,"
@@ -1190,14 +1230,7 @@ class SqliteStore:
     async def count_active_games(
         self, active_since: float | None = None, excluding: Collection[str] = ()
     ) -> int:
-        sql = "SELECT COUNT(*) FROM games WHERE over = 0"
-        params: list[object] = []
-        if active_since is not None:
-            sql += " AND last_active_at >= ?"
-            params.append(active_since)
-        if excluding:
-            sql += f" AND game_id NOT IN (?{', ?' * (len(excluding) - 1)})"
-            params += excluding
+        sql, params = _active_games_query(active_since, excluding)
 
         def query(conn: sqlite3.Connection) -> int:
             ((count,),) = conn.execute(sql, params).fetchall()
