@@ -123,7 +123,7 @@ async def test_a_failed_create_game_does_not_log_the_credential(
             raise StoreError("down")
 
         capfd.readouterr()
-        monkeypatch.setattr(srv.running.store, "count_active_games", store_down)
+        monkeypatch.setattr(srv.running.store, "create_game", store_down)
         monkeypatch.setattr(srv.running.store, "commit", store_down)
         error = await refused(srv.client.create_game("partnership", creator_token=CREATOR))
         assert error.code == grpc.StatusCode.UNAVAILABLE

@@ -1945,6 +1945,8 @@ async def test_every_client_call_raises_referee_error(tmp_path: Path) -> None:
             "watch": lambda: first(seat.watch(0)),
             "legal_actions": seat.legal_actions,
             "submit": lambda: seat.submit({"type": "pass"}),
+            "list_games": lambda: client.list_games("credential"),
+            "all_games": lambda: first(client.all_games("credential")),
         }
         public = {
             name
