@@ -20,7 +20,10 @@ import type { CreateGameRequest } from "../generated/pinochle/referee/v1/CreateG
 import type { CreateGameResponse__Output } from "../generated/pinochle/referee/v1/CreateGameResponse";
 import type { ExportGameResponse__Output } from "../generated/pinochle/referee/v1/ExportGameResponse";
 import type { GetAuditLogResponse__Output } from "../generated/pinochle/referee/v1/GetAuditLogResponse";
-import type { GameState__Output } from "../generated/pinochle/referee/v1/GameState";
+import {
+  GameState as GAME_STATES,
+  type GameState__Output,
+} from "../generated/pinochle/referee/v1/GameState";
 import type { GameSummary__Output } from "../generated/pinochle/referee/v1/GameSummary";
 import type { GetGameResponse__Output } from "../generated/pinochle/referee/v1/GetGameResponse";
 import type { LegalPlaysRequest } from "../generated/pinochle/referee/v1/LegalPlaysRequest";
@@ -290,7 +293,8 @@ export type GameSummary = GameSummary__Output;
 export interface ListGamesQuery {
   /** At most this many games a page (0 or omitted: the server's default, 100; at most 1000). */
   pageSize?: number;
-  /** Only the games in this state (omitted: every game). */
+  /** Only the games in this state (omitted: every game); a name that is not a GameState is a
+   * TypeError, as the Python client's ValueError. */
   state?: GameState;
   /** Only the games of this variant (omitted or "": every variant). */
   variant?: string;
@@ -1034,11 +1038,18 @@ export class RefereeClient {
     call: CallOptions = {},
   ): Promise<GamesPage> {
     checkText(query, "");
+    const state = query.state ?? "GAME_STATE_UNSPECIFIED";
+    // protobufjs encodes an enum name it does not know as 0 (GAME_STATE_UNSPECIFIED): a
+    // misspelt filter would list every game. The Python client raises ValueError likewise.
+    if (!(Object.values(GAME_STATES) as unknown[]).includes(state)) {
+      const names = Object.values(GAME_STATES).join(", ");
+      throw new TypeError(`state: ${JSON.stringify(state)} is not a GameState (${names})`);
+    }
     const token = sendableToken(credential, "credential");
     const message = {
       pageSize: int32(query.pageSize ?? 0, "pageSize"),
       pageToken: query.pageToken ?? "",
-      state: query.state ?? "GAME_STATE_UNSPECIFIED",
+      state,
       variant: query.variant ?? "",
     };
     const response = await this.unary<ListGamesResponse__Output>(

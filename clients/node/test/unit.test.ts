@@ -364,3 +364,22 @@ test("close() ends a waitForReady at once, CANCELLED (it waited out its timeout)
     return true;
   });
 });
+
+test("listGames refuses a state that is not a GameState before sending, naming state", async () => {
+  // Was: protobufjs encodes an enum name it does not know as 0, GAME_STATE_UNSPECIFIED, so a
+  // misspelt filter ("GAME_STATE_ENDED", or a value read from a file) listed every game, ended
+  // or not, where the Python client's list_games raises ValueError naming state.
+  const client = unconnected();
+  try {
+    for (const state of ["GAME_STATE_ENDED", "over", ""]) {
+      await refusedHere(
+        () => client.listGames("credential", { state: state as never }),
+        `state: ${JSON.stringify(state)} is not a GameState`,
+      );
+      const pages = client.allGames("credential", { state: state as never });
+      await refusedHere(() => pages.next(), "state: ");
+    }
+  } finally {
+    client.close();
+  }
+});
