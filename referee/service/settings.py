@@ -208,8 +208,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         _at_least_one,
         "calls (HTTP/2 streams) one connection may have open at once, announced to the client"
         " (HTTP/2 MAX_CONCURRENT_STREAMS); beyond it the client holds new calls until one ends,"
-        " but gRPC refuses some of a burst UNAVAILABLE; the default admits every call the caps"
-        " above do (default %(default)s)",
+        " but gRPC refuses some of a burst UNAVAILABLE; the default is the other caps' defaults"
+        " together, so with those one connection reaches the caps first (default %(default)s)",
     )
     flag(
         "keepalive-seconds",
