@@ -53,6 +53,7 @@ from referee.store.base import (
     StoreError,
     TooManyGames,
     UnknownGame,
+    UnreadableAuditEntry,
     VersionConflict,
     canonical_json,
     compact_json,
@@ -991,6 +992,43 @@ async def test_verify_reports_a_row_that_cannot_be_read(
     assert (verdict.intact, verdict.entries, verdict.first_bad_seq) == (False, 4, 2)
     if expected == "unreadable":
         assert verdict.detail.startswith("entry 2 cannot be read: "), verdict.detail
+
+
+@pytest.mark.parametrize(
+    ("table", "column"), [("audit", "code"), ("audit", "action"), ("log", "payload")]
+)
+async def test_text_that_is_not_utf8_is_an_unreadable_entry_on_sqlite(
+    tmp_path: Path, table: str, column: str
+) -> None:
+    """SQLite keeps whatever bytes a TEXT value is given (``CAST(x'ff' AS TEXT)``), which
+    sqlite3 raised on at the fetch: a page reaching the row, VerifyAuditLog and ``backup``'s
+    check failed as the store failing (StoreError: UNAVAILABLE, retry; verify-audit exit 2;
+    "cannot be checked"), the error quoting the bytes, instead of naming the damaged entry as
+    for any other unreadable row. (PostgreSQL refuses such text on the way in.)"""
+    with sqlite_backend(tmp_path) as backend:
+        store = backend.make()
+        await store.open()
+        try:
+            await new_game(store)
+            await commit_many(store, "g1", 4)
+            await backend.sql(
+                f"UPDATE {table} SET {column} = CAST(? AS TEXT) || {column}"
+                " WHERE game_id = ? AND version = 2",  # entry 2, the log's action 2 (row 3)
+                (b"\xffsecret", "g1"),
+            )
+            if table == "audit":
+                with pytest.raises(UnreadableAuditEntry) as caught:
+                    await store.audit_log("g1")
+                assert caught.value.seq == 2
+                assert "secret" not in str(caught.value)
+                assert [row.seq for row in await store.audit_log("g1", 2)] == [3, 4]
+            verdict = await store.verify_audit_log("g1")
+            assert (verdict.intact, verdict.first_bad_seq) == (False, 2), verdict
+            assert "secret" not in verdict.detail
+        finally:
+            await store.close()
+    report = sqlite_store._check_copy(tmp_path / "db" / "referee.sqlite3")
+    assert [game for game, _ in report.broken_audit_logs] == ["g1"], report
 
 
 async def test_verify_cannot_see_a_rewrite_that_moves_the_head(

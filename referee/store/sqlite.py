@@ -504,6 +504,40 @@ def _audit_row(values: Sequence[Any]) -> AuditRow:
     )
 
 
+class NotUtf8Text:
+    """What the audit log's reads take a TEXT value for whose bytes are not UTF-8 (written
+    with SQL, as ``CAST(x'ff' AS TEXT)``): a type no column of an entry has, so that
+    ``_audit_row`` refuses it as it refuses a blob, naming the column and never the bytes."""
+
+    __slots__ = ()
+
+
+_NOT_UTF8 = NotUtf8Text()
+
+
+def _text_or_not_utf8(data: bytes) -> str | NotUtf8Text:
+    """SQLite's text as ``str`` (strict UTF-8, as the default), else ``_NOT_UTF8``."""
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return _NOT_UTF8
+
+
+@contextlib.contextmanager
+def _lenient_text(conn: sqlite3.Connection) -> Iterator[None]:
+    """Read text that is not UTF-8 as ``_NOT_UTF8`` on ``conn`` meanwhile (the audit log's
+    page, its check, ``backup``'s check). By default sqlite3 raises on it at the fetch, an
+    OperationalError quoting the bytes: a damaged audit row was then a StoreError, answered
+    UNAVAILABLE (retry) by GetAuditLog and VerifyAuditLog, "cannot be read" (exit 2) by
+    verify-audit, instead of the entry it is, and the log showed the text (an action's
+    cards). PostgreSQL checks its text on the way in: this happens on SQLite only."""
+    conn.text_factory = _text_or_not_utf8
+    try:
+        yield
+    finally:
+        conn.text_factory = str
+
+
 def _check_column(name: str, value: object, kind: type) -> None:
     """TypeError unless ``value`` is exactly of ``kind`` (a bool is no int). The message names
     the column and the type found, never the value: a tampered column may hold anything."""
@@ -1148,11 +1182,12 @@ class SqliteStore:
         self, game_id: str, after_seq: int = 0, limit: int = 1000
     ) -> list[AuditRow]:
         def query(conn: sqlite3.Connection) -> list[AuditRow]:
-            rows = conn.execute(
-                f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? AND seq > ?"
-                " ORDER BY seq LIMIT ?",
-                (game_id, after_seq, max(limit, 0)),
-            ).fetchall()
+            with _lenient_text(conn):  # a row whose text is not UTF-8: UnreadableAuditEntry
+                rows = conn.execute(
+                    f"SELECT {_AUDIT_COLUMNS} FROM audit WHERE game_id = ? AND seq > ?"
+                    " ORDER BY seq LIMIT ?",
+                    (game_id, after_seq, max(limit, 0)),
+                ).fetchall()
             if not rows and not _game_exists(conn, game_id):
                 raise UnknownGame(game_id)
             return _audit_rows(rows, after_seq)
@@ -1168,12 +1203,7 @@ class SqliteStore:
                 ).fetchall()
                 if not head:
                     raise UnknownGame(game_id)
-                return _verify_chain(
-                    conn.execute(_CHAIN_SQL, (game_id,)),
-                    head[0][0],
-                    head[0][1],
-                    conn.execute(_LOGGED_ACTIONS_SQL, (game_id,)),
-                )
+                return _verified(conn, game_id, head[0][0], head[0][1])
             finally:
                 conn.execute("COMMIT")
 
@@ -1237,6 +1267,20 @@ class SqliteStore:
             return int(count)
 
         return await self._read(query)
+
+
+def _verified(
+    conn: sqlite3.Connection, game_id: str, head_seq: int, head_hash: str
+) -> AuditVerification:
+    """``_verify_chain`` of one game of a SQLite database (VerifyAuditLog, ``backup``'s check),
+    its rows read as they come, text that is not UTF-8 included (``_lenient_text``)."""
+    with _lenient_text(conn):
+        return _verify_chain(
+            conn.execute(_CHAIN_SQL, (game_id,)),
+            head_seq,
+            head_hash,
+            conn.execute(_LOGGED_ACTIONS_SQL, (game_id,)),
+        )
 
 
 def _verify_chain(
@@ -1616,12 +1660,7 @@ def _checked(conn: sqlite3.Connection) -> BackupReport:
     broken = []
     audit_entries = 0
     for game_id, _over, head_seq, head_hash in games:
-        verdict = _verify_chain(
-            conn.execute(_CHAIN_SQL, (game_id,)),
-            head_seq,
-            head_hash,
-            conn.execute(_LOGGED_ACTIONS_SQL, (game_id,)),
-        )
+        verdict = _verified(conn, game_id, head_seq, head_hash)
         audit_entries += verdict.entries
         if not verdict.intact:
             broken.append((str(game_id), verdict.detail))
