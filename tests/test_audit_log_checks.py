@@ -127,6 +127,35 @@ async def test_a_page_reaching_an_unreadable_row_is_data_loss(
         assert error.metadata == {"seq": "2"}
 
 
+@pytest.mark.parametrize("action", ['["AS","KS"]', '"AS"', "5"])
+async def test_an_action_that_is_no_json_object_is_data_loss(
+    tmp_path: Path, database: Database, action: str
+) -> None:
+    """An entry's action (and public_action) is a JSON object or null. Valid JSON of another
+    kind (either store's column takes it) was read back as it was, and building the entry
+    raised AttributeError, which nothing caught: INTERNAL for every role, no entry named. Now
+    the store refuses to read it, as any value no entry holds: DATA_LOSS naming the entry, and
+    VerifyAuditLog says the entry cannot be read."""
+    async with served(tmp_path, database) as srv:
+        table = await _played(srv, f"not-an-object-{action}", 4)
+        cast = "::json" if database.name == "postgres" else ""
+        for column in ("action", "public_action"):
+            await database.sql(
+                f"UPDATE audit SET {column} = ?{cast} WHERE game_id = ? AND seq = 2",
+                (action, table.game_id),
+            )
+        for session in (table.adj, table.seats[2], table.spec):
+            error = await _data_loss(session.audit_log())
+            assert (error.code, error.reason) == (
+                grpc.StatusCode.DATA_LOSS,
+                "AUDIT_ENTRY_UNREADABLE",
+            ), error
+            assert error.metadata == {"seq": "2"}
+        check = await table.spec.check_audit_log()
+        assert (check.intact, check.first_bad_seq) == (False, 2), check
+        assert check.detail.startswith("entry 2 cannot be read: "), check
+
+
 async def _verify_audit(*argv: str, database: Database) -> int:
     """``pinochle-referee verify-audit`` in a thread (it runs its own event loop), as a user
     would run it beside the server."""

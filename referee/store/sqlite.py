@@ -464,10 +464,11 @@ def _insert_audit(
 
 def _audit_row(values: Sequence[Any]) -> AuditRow:
     """An audit row from the audit table's values in ``_AUDIT_COLUMNS`` order. ValueError or
-    TypeError when a column holds what no entry holds: text that is not JSON or a number no
-    double holds in ``action`` (both stores), a value of another type (SQLite's columns take
-    any), a time that is no finite number. Such a row passed as read, and its reader (a page of
-    GetAuditLog, the hash) failed on it further on, as an internal error."""
+    TypeError when a column holds what no entry holds: text that is not JSON, a number no
+    double holds or JSON that is no object in ``action`` (both stores), a value of another
+    type (SQLite's columns take any), a time that is no finite number. Such a row passed as
+    read, and its reader (a page of GetAuditLog, the hash) failed on it further on, as an
+    internal error."""
     (seq, time, role, seat, rpc, action, public, outcome, code, request_id, version, prev, hsh) = (
         values
     )
@@ -493,8 +494,8 @@ def _audit_row(values: Sequence[Any]) -> AuditRow:
         role=role,
         seat=seat,
         rpc=rpc,
-        action=_loads_or_none(action),
-        public_action=_loads_or_none(public),
+        action=_json_object_or_none("action", action),
+        public_action=_json_object_or_none("public_action", public),
         outcome=outcome,
         code=code,
         request_id=request_id,
@@ -502,6 +503,17 @@ def _audit_row(values: Sequence[Any]) -> AuditRow:
         previous_hash=prev,
         hash=hsh,
     )
+
+
+def _json_object_or_none(name: str, text: str | None) -> dict[str, object] | None:
+    """An entry's ``action`` or ``public_action``: a JSON object, or null. TypeError for
+    other JSON (a list, a string, a number: either store's column takes any), which no entry
+    holds: read back as it was, it failed the reader further on (GetAuditLog's entry raised
+    AttributeError, INTERNAL). Names the column and the kind, never the value."""
+    value = _loads_or_none(text)
+    if value is not None and type(value) is not dict:
+        raise TypeError(f"{name} is a JSON {type(value).__name__}, not an object")
+    return value
 
 
 class NotUtf8Text:
