@@ -156,6 +156,33 @@ async def test_an_action_that_is_no_json_object_is_data_loss(
         assert check.detail.startswith("entry 2 cannot be read: "), check
 
 
+async def test_an_action_nested_deeper_than_a_struct_holds_is_data_loss(
+    tmp_path: Path, database: Database
+) -> None:
+    """A JSON object nested deeper than protobuf takes a Struct (100 levels; either store's
+    column takes it) made building the entry raise protobuf's DecodeError, which nothing
+    caught: INTERNAL for every role. It is a value no AuditEntry holds, answered DATA_LOSS
+    naming the entry as the others are."""
+    async with served(tmp_path, database) as srv:
+        table = await _played(srv, "nested", 4)
+        cast = "::json" if database.name == "postgres" else ""
+        nested = '{"type":"bid","n":' * 120 + "1" + "}" * 120
+        for column in ("action", "public_action"):
+            await database.sql(
+                f"UPDATE audit SET {column} = ?{cast} WHERE game_id = ? AND seq = 2",
+                (nested, table.game_id),
+            )
+        for session in (table.adj, table.seats[2], table.spec):
+            error = await _data_loss(session.audit_log())
+            assert (error.code, error.reason, error.metadata) == (
+                grpc.StatusCode.DATA_LOSS,
+                "AUDIT_ENTRY_UNREADABLE",
+                {"seq": "2"},
+            ), error
+        check = await table.spec.check_audit_log()
+        assert (check.intact, check.first_bad_seq) == (False, 2), check
+
+
 async def _verify_audit(*argv: str, database: Database) -> int:
     """``pinochle-referee verify-audit`` in a thread (it runs its own event loop), as a user
     would run it beside the server."""

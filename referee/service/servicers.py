@@ -21,6 +21,7 @@ from typing import Final, TypeVar
 import grpc
 import orjson
 import structlog
+from google.protobuf import message as protobuf_message
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
@@ -219,10 +220,11 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
             own = caller.role == SEAT and row.role == SEAT and row.seat == caller.seat
             try:
                 entry = _audit_entry(row, full, own)
-            except (ValueError, TypeError, OverflowError) as error:
+            except (ValueError, TypeError, OverflowError, protobuf_message.Error) as error:
                 # A row the store could read that no AuditEntry holds (a time beyond the
-                # Timestamp's years 1 to 9999, a seat beyond int32): tampered with, as one the
-                # store cannot read (the same answer, not INTERNAL).
+                # Timestamp's years 1 to 9999, a seat beyond int32, an action nested deeper
+                # than a Struct's 100 levels: protobuf's DecodeError): tampered with, as one
+                # the store cannot read (the same answer, not INTERNAL).
                 raise unreadable_audit_entry(game_id, row.seq, str(error)) from None
             size += entry.ByteSize() + _ENTRY_FRAMING
             if page.entries and size > most:
