@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import grpc
+import psycopg
 import pytest
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -33,6 +34,7 @@ from pinochle_client import RefereeClient, RefereeError
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee.audit import audit_record
+from referee.store.postgres import MIGRATION_LOCK
 from tests.service_helpers import (
     ADJUDICATOR_TOKEN,
     SHORT_GAME,
@@ -44,6 +46,7 @@ from tests.service_helpers import (
     play,
     raw_action,
 )
+from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
 REPO = Path(__file__).resolve().parent.parent
 GAMES = (
@@ -437,3 +440,49 @@ async def test_during_the_drain_health_says_not_serving_and_calls_are_still_serv
         async with RefereeClient(server.address) as client:
             view = await client.session(game.game_id, game.adjudicator_token).view()
             assert view["version"] == 1
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("backend", [pytest.param("postgres", marks=postgres_marks())])
+def test_a_stop_signal_while_starting_abandons_the_start(
+    tmp_path: Path, stop: signal.Signals, backend: str
+) -> None:
+    """Was: the stop signals were the loop's only once the server served, so one that came
+    while it started took SIGTERM's default (exit -15; as a container's process 1, which the
+    kernel spares that default, the server went on starting and served until SIGKILL) or
+    SIGINT's traceback. Here the start waits for the migration lock another session holds (as
+    while another replica migrates); the signal ends the start, logged, exit 0."""
+    log = tmp_path / "server.log"
+    with postgres_schema("test_start_signal") as schema, psycopg.connect(POSTGRES_URL) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (MIGRATION_LOCK, schema))
+        command = [
+            *(sys.executable, "-m", "referee.cli", "serve", "--port", "0"),
+            *("--metrics-port", "0", "--log-format", "json"),
+            *("--db", POSTGRES_URL, "--db-schema", schema),
+        ]
+        with log.open("wb") as sink:
+            process = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=sink)
+        try:
+            with psycopg.connect(POSTGRES_URL, autocommit=True) as watcher:
+                for _ in range(600):  # until the server waits for the lock (bounded: 60 s)
+                    assert process.poll() is None, log.read_text()
+                    waiting = watcher.execute(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                        " AND NOT granted AND objid = hashtext(%s)::oid",
+                        (schema,),
+                    ).fetchone()
+                    if waiting and waiting[0]:
+                        break
+                    time.sleep(0.1)
+                else:
+                    raise AssertionError("the server never waited for the migration lock")
+            process.send_signal(stop)
+            assert process.wait(30) == 0, log.read_text()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+            holder.rollback()
+    text = log.read_text()
+    assert '"start_abandoned"' in text and stop.name in text, text
+    assert "Traceback" not in text and '"serving"' not in text, text

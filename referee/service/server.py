@@ -644,12 +644,21 @@ def tune_gc() -> None:
 
 
 async def serve(settings: Settings) -> int:
-    """Serve until SIGTERM or SIGINT; the exit status: 0 once stopped, 1 when it could not
+    """Serve until SIGTERM or SIGINT; the exit status: 0 once stopped (or when a signal came
+    while it was starting, logged as ``start_abandoned``), 1 when it could not
     start (logged as ``start_failed`` with the reason, no traceback), 128 plus the signal's
     number when a second signal forced the stop (``StopSignals``)."""
     configure_logging(settings.log_format)
     route_library_logs(settings.log_format)
     log = structlog.get_logger("referee")
+    loop = asyncio.get_running_loop()
+    # The stop signals are the loop's from the start, so one that comes while the server is
+    # still starting (PostgreSQL unreachable, or another replica's migration holding the lock)
+    # abandons the start. Before, SIGTERM's default applied until the server served, and as a
+    # container's process 1, which the kernel spares the default of SIGTERM, the server went
+    # on starting and then served until its orchestrator's grace period ended in SIGKILL.
+    signals = StopSignals(loop)
+    first = signals.next()
     try:
         if settings.metrics_port:  # first: a taken metrics port leaves no database behind
             try:
@@ -659,7 +668,17 @@ async def serve(settings: Settings) -> int:
                     f"cannot serve metrics on {host_port(settings.host, settings.metrics_port)}:"
                     f" {error}"
                 ) from None
-        running = await start_server(settings)
+        starting = asyncio.ensure_future(start_server(settings))
+        await asyncio.wait((starting, first), return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            starting.cancel()  # start_server lets the port go; the store opened nothing durable
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
+        if starting.cancelled():
+            log.info("start_abandoned", signal=first.result().name)
+            ignore_stop_signals(loop)
+            return 0
+        running = starting.result()
     except (StartError, StoreError) as error:
         log.error("start_failed", error=str(error))
         return 1
@@ -672,12 +691,10 @@ async def serve(settings: Settings) -> int:
         tls=bool(settings.tls_cert),
         games_created_by="creator credential" if settings.creator_token else "anyone",
     )
-    loop = asyncio.get_running_loop()
-    signals = StopSignals(loop)
-    first = await signals.next()
+    stop = await first
     log.info(
         "shutting_down",
-        signal=first.name,
+        signal=stop.name,
         drain_seconds=settings.drain_seconds,
         grace_seconds=settings.grace_seconds,
     )
