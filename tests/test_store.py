@@ -23,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -1029,6 +1030,39 @@ async def test_text_that_is_not_utf8_is_an_unreadable_entry_on_sqlite(
             await store.close()
     report = sqlite_store._check_copy(tmp_path / "db" / "referee.sqlite3")
     assert [game for game, _ in report.broken_audit_logs] == ["g1"], report
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "read"),
+    [
+        ("log", "payload", lambda store: store.load_log("g1")),
+        ("games", "variant", lambda store: store.get_game("g1")),
+    ],
+)
+async def test_other_reads_of_text_that_is_not_utf8_name_the_column_not_the_text(
+    tmp_path: Path, table: str, column: str, read: Callable[[GameStore], Awaitable[object]]
+) -> None:
+    """The game's own reads (its log, its row) of text that is not UTF-8 are refused as the
+    store failing, as before, but naming the column alone: sqlite3's error quoted the text,
+    and a log row holds a deal (every seat's hand) or an action, so the StoreError, its
+    chained cause and the UNAVAILABLE's logged traceback showed them."""
+    with sqlite_backend(tmp_path) as backend:
+        store = backend.make()
+        await store.open()
+        try:
+            await new_game(store)
+            await commit_many(store, "g1", 2)
+            await backend.sql(
+                f"UPDATE {table} SET {column} = CAST(? AS TEXT) || {column} WHERE game_id = ?",
+                (b"\xffsecret", "g1"),
+            )
+            with pytest.raises(StoreError) as caught:
+                await read(store)
+            assert column in str(caught.value) and "not UTF-8" in str(caught.value)
+            shown = "".join(traceback.format_exception(caught.value))
+            assert "secret" not in shown, shown
+        finally:
+            await store.close()
 
 
 async def test_verify_cannot_see_a_rewrite_that_moves_the_head(

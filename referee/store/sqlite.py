@@ -67,6 +67,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import secrets
 import signal
 import socket
@@ -533,6 +534,21 @@ def _text_or_not_utf8(data: bytes) -> str | NotUtf8Text:
         return data.decode()
     except UnicodeDecodeError:
         return _NOT_UTF8
+
+
+_UNDECODABLE = re.compile(r"^Could not decode to UTF-8 column '([^']*)'")
+
+
+def _undecodable_column(error: sqlite3.Error) -> str | None:
+    """The column named by sqlite3's error for stored text that is not UTF-8, else None.
+
+    That error quotes the text itself, and a game's log row holds a deal (every seat's hand)
+    or an action: a read of a row changed outside the referee put them into the server's log
+    with the UNAVAILABLE it answered. The audit log's reads take such text as a damaged entry
+    (``_lenient_text``); every other read is refused naming the column alone, the error not
+    chained (a traceback would print it)."""
+    found = _UNDECODABLE.match(str(error))
+    return found.group(1) if found else None
 
 
 @contextlib.contextmanager
@@ -1152,6 +1168,12 @@ class SqliteStore:
             try:
                 return query(self._reader())
             except sqlite3.Error as exc:
+                undecodable = _undecodable_column(exc)
+                if undecodable is not None:
+                    raise StoreError(
+                        f"read failed: a stored {undecodable} value is not UTF-8 text (changed"
+                        " outside the referee)"
+                    ) from None
                 raise StoreError(f"read failed: {exc}") from exc
 
         return await asyncio.get_running_loop().run_in_executor(readers, run)
