@@ -67,6 +67,7 @@ import fcntl
 import json
 import math
 import os
+import queue
 import re
 import secrets
 import signal
@@ -697,6 +698,42 @@ def _run_job(conn: sqlite3.Connection, job: _Job) -> tuple[_Job, object, BaseExc
         return job, None, exc
 
 
+_Outcomes = list[tuple[_Job, object, BaseException | None]]
+# What the commit thread is handed for a batch: the writer connection, the loop and the callback
+# to call on it with the COMMIT's error (None when it succeeded) and the batch's jobs and outcomes.
+_Batch = tuple[
+    sqlite3.Connection,
+    asyncio.AbstractEventLoop,
+    Callable[[BaseException | None, list[_Job], _Outcomes, _Outcomes], None],
+    list[_Job],
+    _Outcomes,
+    _Outcomes,
+]
+
+
+def _commit_forever(commits: queue.SimpleQueue[_Batch | None]) -> None:
+    """The commit thread: for each batch handed over, ``COMMIT``, then the batch's callback on
+    the loop, until ``None`` (``close``).
+
+    Why not ``run_in_executor`` on a one-thread pool, as before: the pool's ``submit``, the
+    asyncio future wrapped around its concurrent one, the callback that copied one to the
+    other and the done callback on the turn after all ran on the loop's thread, for every
+    batch, and under load a batch holds one to three actions (bench/instructions.py; about
+    115,000 instructions a batch, measured in process with batches of one). Now the loop puts
+    one tuple on a queue and the thread calls it back once. A daemon thread: a process that
+    exits without closing the store is not held up by it, and a COMMIT cut short then was
+    never acknowledged (SQLite rolls it back)."""
+    while (batch := commits.get()) is not None:
+        conn, loop, committed, jobs, outcomes, standalone = batch
+        error: BaseException | None = None
+        try:
+            conn.execute("COMMIT")
+        except BaseException as exc:  # handed to the loop, which fails the batch
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(committed, error, jobs, outcomes, standalone)
+
+
 def _is_busy(error: sqlite3.Error) -> bool:
     code = getattr(error, "sqlite_errorcode", None)
     if code is not None:
@@ -743,7 +780,10 @@ class SqliteStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._accepting = False
         self._writer_conn: sqlite3.Connection | None = None
-        self._committer: ThreadPoolExecutor | None = None  # one thread: the COMMIT's fsync
+        # One thread runs each batch's COMMIT (the fsync), handed over through this queue
+        # (None stops it; see _commit_forever).
+        self._commits: queue.SimpleQueue[_Batch | None] | None = None
+        self._committer: threading.Thread | None = None
         self._pending: list[_Job] = []  # jobs waiting for the next transaction
         self._committing = False  # a COMMIT is in flight; the writer connection is the thread's
         self._retry: asyncio.TimerHandle | None = None  # a BEGIN waiting for another writer
@@ -772,7 +812,11 @@ class SqliteStore:
         self._loop = asyncio.get_running_loop()
         self._drained = asyncio.Event()
         self._drained.set()
-        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-commit")
+        self._commits = queue.SimpleQueue()
+        self._committer = threading.Thread(
+            target=_commit_forever, args=(self._commits,), name="sqlite-commit", daemon=True
+        )
+        self._committer.start()
         self._readers = ThreadPoolExecutor(
             max_workers=self._reader_count, thread_name_prefix="sqlite-reader"
         )
@@ -786,9 +830,11 @@ class SqliteStore:
         self._accepting = False
         if self._drained is not None:
             await self._drained.wait()
-        for pool in (self._committer, self._readers):
-            if pool is not None:
-                await asyncio.to_thread(pool.shutdown, True)
+        if self._commits is not None and self._committer is not None:
+            self._commits.put(None)
+            await asyncio.to_thread(self._committer.join)
+        if self._readers is not None:
+            await asyncio.to_thread(self._readers.shutdown, True)
         for conn in [*self._reader_conns, *filter(None, [self._writer_conn])]:
             conn.close()
         self._reader_conns.clear()
@@ -906,7 +952,7 @@ class SqliteStore:
         """Run the waiting jobs' statements in one transaction and start its COMMIT."""
         self._retry = None
         conn, loop = self._writer_conn, self._loop
-        assert conn is not None and loop is not None and self._committer is not None
+        assert conn is not None and loop is not None and self._commits is not None
         batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -938,19 +984,17 @@ class SqliteStore:
                 raise
             return
         self._committing = True
-        commit = loop.run_in_executor(self._committer, conn.execute, "COMMIT")
-        commit.add_done_callback(lambda done: self._committed(done, batch, outcomes, standalone))
+        self._commits.put((conn, loop, self._committed, batch, outcomes, standalone))
 
     def _committed(
         self,
-        done: asyncio.Future[Any],
+        error: BaseException | None,
         batch: list[_Job],
         outcomes: list[tuple[_Job, object, BaseException | None]],
         standalone: list[tuple[_Job, object, BaseException | None]],
     ) -> None:
         """On the loop, once COMMIT returned: acknowledge the batch, start the next one."""
         self._committing = False
-        error = done.exception()
         if error is not None:
             self._fail(batch, error, settled=standalone)
         else:
