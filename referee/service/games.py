@@ -1202,8 +1202,10 @@ class GameManager:
 
         Events are numbered 1, 2, ... and their versions never decrease; one version may carry
         several events (an action's, then the next hand's deal), which is why resuming goes by
-        seq. When some events the caller asked for have left the in-memory window, a snapshot
-        of the caller's current view comes first and the stream goes on from there.
+        seq. When some events the caller asked for are older than the watch window
+        (``--watch-window``), a snapshot of the caller's current view comes first and the
+        stream goes on from there; those that only left memory (``--events-in-memory``) are
+        read from the store's log and sent as events.
         """
         live, caller = await self.get(game_id, token)  # with a shared store: caught up
         if self.stopping:
