@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pinochle-referee",
         description="Pinochle rules referee: serve the gRPC API, audit recorded games, answer"
-        " rules queries, export, back up and verify stored games.",
+        " rules queries, list, export, back up and verify stored games.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     audit = commands.add_parser("audit", help="audit recorded games (pinochle-record/1)")
@@ -234,6 +234,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="the games to check (default: every game in the database)",
     )
     _store_arguments(verify_audit)
+    list_games = commands.add_parser(
+        "list-games",
+        help="list the stored games, one JSON line each, even while the database is served",
+        description="One JSON object per game, oldest first (by creation time, then id):"
+        " game_id, variant, version, over, created_at and last_active_at (RFC 3339, UTC) and"
+        " players. Exit 0; 2 when the database cannot be read or an option is not one of"
+        " these.",
+    )
+    list_games.add_argument(
+        "--state",
+        choices=tuple(_LISTED_STATES),
+        default=None,
+        help="only the games in progress, or only those over (default: every game)",
+    )
+    list_games.add_argument(
+        "--variant",
+        choices=VARIANT_IDS,
+        default=None,
+        metavar="VARIANT",
+        help=f"only the games of this variant: one of {', '.join(VARIANT_IDS)} (default: any)",
+    )
+    _store_arguments(list_games)
     verify = commands.add_parser(
         "verify-deal", help="check a deal against the commitment published when it was dealt"
     )
@@ -396,6 +418,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return asyncio.run(_downgrade(args.db, args.db_schema, args.to))
     if args.command == "verify-audit":
         return asyncio.run(_verify_audit(args.game_ids, args.db, args.db_schema))
+    if args.command == "list-games":
+        over = None if args.state is None else _LISTED_STATES[args.state]
+        return asyncio.run(_list_games(args.db, args.db_schema, over, args.variant))
     if args.command == "verify-deal":
         return _verify_deal(args.commitment, args.salt, args.deal)
     if args.command == "demo":
@@ -518,6 +543,55 @@ async def _verify_audit(game_ids: Sequence[str], db: str, schema: str = "") -> i
         )
     )
     return 1 if broken else 0
+
+
+# list-games --state: whether the games listed are over.
+_LISTED_STATES = {"in-progress": False, "over": True}
+# list-games: the games read from the store at a time.
+_LIST_PAGE = 500
+
+
+async def _list_games(db: str, schema: str, over: bool | None, variant: str | None) -> int:
+    """Print the stored games' public summaries, one JSON line each, in the store's listing
+    order (``list_game_summaries``, read a page at a time, so a large database is never held
+    in memory and a game created or ended meanwhile is neither skipped nor listed twice).
+    Operators get the ids ``export`` and ``verify-audit`` take without a server or a
+    credential. The database is opened as ``export`` opens it: neither created nor migrated,
+    and beside any server of it. Exit 0, or 2 when it cannot be opened or read."""
+    from referee.service.server import open_store  # noqa: PLC0415
+    from referee.service.servicers import to_timestamp  # noqa: PLC0415
+    from referee.store.base import StoreError  # noqa: PLC0415
+
+    store = open_store(db, schema, create=False, serving=False)
+    try:
+        await store.open()
+        after: tuple[float, str] | None = None
+        while True:
+            page = await store.list_game_summaries(
+                after=after, limit=_LIST_PAGE, over=over, variant=variant
+            )
+            for game in page:
+                # The times as ListGames gives them in JSON (grpcurl's), to the same digit;
+                # a last_active_at the store never recorded (0) as ListGames leaves it unset.
+                active = game.last_active_at
+                summary = {
+                    "game_id": game.game_id,
+                    "variant": game.variant,
+                    "version": game.version,
+                    "over": game.over,
+                    "created_at": to_timestamp(game.created_at).ToJsonString(),
+                    "last_active_at": to_timestamp(active).ToJsonString() if active else None,
+                    "players": list(game.players),
+                }
+                print(json.dumps(summary))
+            if len(page) < _LIST_PAGE:
+                return 0
+            after = page[-1].position
+    except StoreError as error:
+        print(f"pinochle-referee: {error}", file=sys.stderr)
+        return 2
+    finally:
+        await store.close()
 
 
 async def _downgrade(db: str, schema: str, version: int) -> int:

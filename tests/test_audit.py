@@ -1031,6 +1031,7 @@ _COMMANDS_THAT_PRINT = (
     "backup",
     "downgrade",
     "verify-audit",
+    "list-games",
     "verify-deal",
     "demo",
 )
@@ -1052,6 +1053,7 @@ def _commands_that_print(tmp_path: Path) -> dict[str, tuple[list[str], bytes]]:
         "backup": (["backup", "--db", str(db), str(tmp_path / "copy.db")], b""),
         "downgrade": (["downgrade", "--db", str(db), "--to", str(SCHEMA_VERSION)], b""),
         "verify-audit": (["verify-audit", "--db", str(db)], b""),
+        "list-games": (["list-games", "--db", str(db)], b""),
         "verify-deal": (["verify-deal", commitment, "00a1", json.dumps(deal)], b""),
         "demo": (["demo", "--options", json.dumps(SHORT_GAME["partnership"])], b""),
     }

@@ -1,6 +1,7 @@
 """The checks of a stored game's audit log, through a real server and on both stores: a page of
 ``GetAuditLog`` that reaches a damaged row (DATA_LOSS, not INTERNAL), ``VerifyAuditLog``'s
-comparison of the audit log with the game's log, and ``pinochle-referee verify-audit``.
+comparison of the audit log with the game's log, ``pinochle-referee verify-audit``, and
+``pinochle-referee list-games``, which finds the ids it and ``export`` take.
 
 Each test runs on SQLite and on PostgreSQL (a schema of its own, dropped afterwards; skipped
 with the reason when PostgreSQL is unreachable), and changes rows with SQL as someone with
@@ -14,6 +15,7 @@ import contextlib
 import functools
 import json
 import random
+import re
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,11 +24,23 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import json_format
 from pinochle_client import RefereeError
 from structlog.testing import capture_logs
 
+from protos.pinochle.referee.v1 import referee_pb2 as pb
 from referee import cli
-from tests.service_helpers import SHORT_GAME, Served, Table, new_table, play, play_step, serving
+from tests.service_helpers import (
+    ADJUDICATOR_TOKEN,
+    SHORT_GAME,
+    Served,
+    Table,
+    bearer,
+    new_table,
+    play,
+    play_step,
+    serving,
+)
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema, postgres_sql
 
 
@@ -284,3 +298,116 @@ async def test_verify_audit_names_a_tampered_entry_and_refuses_what_it_cannot_ch
     assert await _verify_audit(database=gone) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and said in captured.err, captured
+
+
+RFC_3339_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+
+
+async def _list_games(*argv: str, database: Database) -> int:
+    """``pinochle-referee list-games`` in a thread, beside the server (as ``_verify_audit``)."""
+    schema = ["--db-schema", database.schema] if database.schema else []
+    return await asyncio.to_thread(cli.main, ["list-games", *argv, "--db", database.db, *schema])
+
+
+async def test_list_games_prints_each_stored_game_as_list_games_gives_it(
+    tmp_path: Path,
+    database: Database,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``list-games`` on both stores, beside the server: nothing for a database without games,
+    then one JSON line per game in the store's order (oldest first), its public fields as
+    ListGames gives them (the times as its JSON, RFC 3339 in UTC), read a page at a time (one
+    game a page here, so the paging is crossed), and filtered by state and variant."""
+    monkeypatch.setattr(cli, "_LIST_PAGE", 1)
+    async with served(tmp_path, database) as srv:
+        capsys.readouterr()
+        assert await _list_games(database=database) == 0
+        assert capsys.readouterr() == ("", "")
+
+        finished = await new_table(srv.client, "two-handed", SHORT_GAME["two-handed"], seed="f")
+        await play(finished, random.Random(3))
+        playing = await new_table(srv.client, "cutthroat", players=["Ann", "Bo", "Cy"], seed="p")
+        await play_step(playing, random.Random(4))
+        page = await srv.referee.ListGames(
+            pb.ListGamesRequest(), metadata=bearer(ADJUDICATOR_TOKEN)
+        )
+        given = json_format.MessageToDict(page)["games"]
+
+        assert await _list_games(database=database) == 0
+        captured = capsys.readouterr()
+        listed = [json.loads(line) for line in captured.out.splitlines()]
+        assert captured.err == "" and [game["game_id"] for game in listed] == [
+            finished.game_id,
+            playing.game_id,
+        ], captured
+        for game, expected, table in zip(listed, given, (finished, playing), strict=True):
+            view = await table.adj.view()
+            assert game == {
+                "game_id": table.game_id,
+                "variant": expected["variant"],
+                "version": view["version"],
+                "over": view["over"],
+                "created_at": expected["createdAt"],
+                "last_active_at": expected["lastActiveAt"],
+                "players": expected.get("playerNames", []),
+            }, game
+            for stamp in (game["created_at"], game["last_active_at"]):
+                assert RFC_3339_UTC.fullmatch(stamp), game
+        assert [game["over"] for game in listed] == [True, False]
+        assert listed[1]["players"] == ["Ann", "Bo", "Cy"]
+
+        for argv, expected_ids in (
+            (["--state", "over"], [finished.game_id]),
+            (["--state", "in-progress"], [playing.game_id]),
+            (["--variant", "cutthroat"], [playing.game_id]),
+            (["--state", "over", "--variant", "cutthroat"], []),
+            (["--variant", "partnership"], []),
+        ):
+            assert await _list_games(*argv, database=database) == 0
+            out = capsys.readouterr().out
+            assert [json.loads(line)["game_id"] for line in out.splitlines()] == expected_ids, argv
+        await play_step(playing, random.Random(5))  # the server serves on
+
+
+async def test_list_games_refuses_a_database_it_cannot_read(
+    tmp_path: Path, database: Database, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 and one line, nothing listed, and nothing created: a missing SQLite file, one
+    that is no database, a missing PostgreSQL schema."""
+    if database.name == "sqlite":
+        garbage = tmp_path / "garbage.db"
+        garbage.write_bytes(b"no database here" * 100)
+        unreadable = [
+            (Database("sqlite", str(garbage), "", database.sql), "file is not a database"),
+            (Database("sqlite", str(tmp_path / "missing.db"), "", database.sql), "no database at"),
+        ]
+    else:
+        missing = database.schema + "_missing"
+        unreadable = [(Database("postgres", database.db, missing, database.sql), "no schema")]
+    for gone, said in unreadable:
+        assert await _list_games(database=gone) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and len(captured.err.splitlines()) == 1, captured
+        assert captured.err.startswith("pinochle-referee: ") and said in captured.err, captured
+    assert not (tmp_path / "missing.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--state", "done"], "argument --state: invalid choice: 'done'"),
+        (["--variant", "pinochle"], "argument --variant: invalid choice: 'pinochle'"),
+    ],
+)
+def test_list_games_refuses_a_bad_option(
+    tmp_path: Path, option: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A state or a variant it does not know is exit 2, the error's line naming it, before the
+    database is opened (argparse's usage line above it, as for every command's bad option)."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["list-games", *option, "--db", str(tmp_path / "referee.db")])
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and said in captured.err.splitlines()[-1], captured
+    assert list(tmp_path.iterdir()) == []

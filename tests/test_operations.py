@@ -288,7 +288,7 @@ def test_help_does_not_print_a_database_url_from_the_environment(
 ) -> None:
     """A ``PINOCHLE_REFEREE_DB`` URL may hold a password: ``--help`` shows the built-in default."""
     clean_env.setenv(ENV_PREFIX + "DB", "postgresql://referee:hunter2@db/referee")
-    for command in ("serve", "export", "backup", "downgrade"):
+    for command in ("serve", "export", "backup", "downgrade", "verify-audit", "list-games"):
         with pytest.raises(SystemExit):
             build_parser().parse_args([command, "--help"])
         text = capsys.readouterr().out

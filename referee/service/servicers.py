@@ -355,7 +355,7 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
         return pb.ListVariantsResponse(variants=variants)
 
 
-def _timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+def to_timestamp(seconds: float) -> timestamp_pb2.Timestamp:
     """A wall-clock time as the store keeps it (seconds since 1970) as a Timestamp."""
     stamp = timestamp_pb2.Timestamp()
     stamp.FromNanoseconds(int(seconds * 1e9))
@@ -369,9 +369,9 @@ def _game_summary(summary: GameSummary) -> pb.GameSummary:
         variant=summary.variant,
         version=summary.version,
         over=summary.over,
-        created_at=_timestamp(summary.created_at),
+        created_at=to_timestamp(summary.created_at),
         # 0: a store that never recorded it (none does now; kept unset rather than 1970).
-        last_active_at=_timestamp(summary.last_active_at) if summary.last_active_at else None,
+        last_active_at=to_timestamp(summary.last_active_at) if summary.last_active_at else None,
         player_names=summary.players,
     )
 
@@ -418,7 +418,7 @@ def _audit_entry(row: AuditRow, full: bool, own: bool = False) -> pb.AuditEntry:
     code = row.code if full or own else ""
     return pb.AuditEntry(
         seq=row.seq,
-        time=_timestamp(row.time),
+        time=to_timestamp(row.time),
         role=_ROLE.get(row.role, pb.ROLE_UNSPECIFIED),
         seat=row.seat if row.seat is not None else 0,
         rpc=row.rpc,
