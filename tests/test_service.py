@@ -1607,6 +1607,35 @@ async def test_health_watch_and_reflection_streams_are_capped(
                 await asyncio.sleep(0.05)
 
 
+async def test_reflection_streams_end_and_new_ones_are_refused_once_the_stop_begins(
+    tmp_path: Path,
+) -> None:
+    """``ReflectionServicer.stop`` (called by ``Running.stop`` after the drain): every open
+    reflection stream ends UNAVAILABLE, reason SHUTTING_DOWN, giving its place back, and a
+    stream opened after it is refused the same way before it takes one; health calls go on."""
+    async with serving(tmp_path) as srv:
+        reflection: Any = cast(Any, reflection_pb2_grpc.ServerReflectionStub)(srv.client.channel)
+        listing = reflection_pb2.ServerReflectionRequest(list_services="")
+        streams = [reflection.ServerReflectionInfo() for _ in range(2)]
+        for stream in streams:
+            await stream.write(listing)
+            assert (await stream.read()).list_services_response.service
+        assert REGISTRY.get_sample_value("referee_service_streams_active") == 2
+        srv.running.reflection.stop()
+        late = reflection.ServerReflectionInfo()
+        await late.write(listing)
+        for stream in (*streams, late):
+            refusal = await _refused_stream(stream)
+            assert (refusal.code, refusal.reason) == (
+                grpc.StatusCode.UNAVAILABLE,
+                "SHUTTING_DOWN",
+            ), refusal
+            assert "open the reflection stream again" in refusal.message
+        assert REGISTRY.get_sample_value("referee_service_streams_active") == 0
+        checked = await health_stub(srv.client.channel).Check(health_pb2.HealthCheckRequest())
+        assert checked.status == health_pb2.HealthCheckResponse.SERVING
+
+
 def _handled(kind: str, service: str, method: str, code: str) -> float:
     labels = {"grpc_type": kind, "grpc_service": service, "grpc_method": method, "grpc_code": code}
     return REGISTRY.get_sample_value("grpc_server_handled_total", labels) or 0.0

@@ -16,10 +16,11 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,17 +61,16 @@ GAMES = (
 
 
 class Server:
-    """``pinochle-referee serve`` in a subprocess, with its log in a file."""
+    """``pinochle-referee serve`` in a subprocess, with its log in a file; with ``script``,
+    that Python code run instead, with serve's arguments (it calls ``server.main``)."""
 
-    def __init__(self, db: Path, port: int, log: Path, *extra: str) -> None:
+    def __init__(self, db: Path, port: int, log: Path, *extra: str, script: str = "") -> None:
         self.port = port
         self.address = f"127.0.0.1:{port}"
         self.log = log
         command = [
             sys.executable,
-            "-m",
-            "referee.cli",
-            "serve",
+            *(("-c", script) if script else ("-m", "referee.cli", "serve")),
             "--port",
             str(port),
             "--db",
@@ -110,8 +110,8 @@ class Server:
 
 
 @contextmanager
-def running(db: Path, port: int, log: Path, *extra: str) -> Iterator[Server]:
-    server = Server(db, port, log, *extra)
+def running(db: Path, port: int, log: Path, *extra: str, script: str = "") -> Iterator[Server]:
+    server = Server(db, port, log, *extra, script=script)
     try:
         yield server
     finally:
@@ -339,22 +339,66 @@ async def test_a_stop_signal_after_the_graceful_stop_leaves_the_exit_status_zero
     assert '"stopped"' in text and "exiting 0" in text and "Traceback" not in text
 
 
-async def _open_reflection_stream(
-    channel: grpc.aio.Channel, done: asyncio.Event
-) -> grpc.aio.StreamStreamCall[Any, Any]:
-    """A reflection stream that has had its first answer and keeps its request side open until
-    ``done``: a call in flight that a graceful stop waits for (health ``Watch`` and
-    ``WatchGame`` streams end as the shutdown begins; this one is the client's to end)."""
-
-    async def requests() -> AsyncIterator[reflection_pb2.ServerReflectionRequest]:
-        yield reflection_pb2.ServerReflectionRequest(list_services="")
-        await done.wait()
-
+async def _open_reflection_stream(channel: grpc.aio.Channel) -> grpc.aio.StreamStreamCall[Any, Any]:
+    """A reflection stream that has had its first answer and keeps its request side open, as
+    grpcurl's interactive mode does: the client's to end."""
     stub: Any = cast(Any, reflection_pb2_grpc.ServerReflectionStub)(channel)
-    stream: grpc.aio.StreamStreamCall[Any, Any] = stub.ServerReflectionInfo(requests())
+    stream: grpc.aio.StreamStreamCall[Any, Any] = stub.ServerReflectionInfo()
+    await stream.write(reflection_pb2.ServerReflectionRequest(list_services=""))
     answer: Any = await asyncio.wait_for(stream.read(), 30)
     assert answer.list_services_response.service
     return stream
+
+
+async def _logged(server: Server, text: str) -> None:
+    """Wait until the server's log holds ``text`` (bounded), the server running meanwhile."""
+    for _ in range(600):
+        if text in server.log.read_text():
+            return
+        assert server.process.poll() is None, server.log.read_text()[-2000:]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the server never logged {text!r}")
+
+
+async def test_a_reflection_stream_ends_as_the_stop_begins(tmp_path: Path) -> None:
+    """Was: an open reflection stream (grpcurl in interactive mode) held a graceful stop for
+    the whole grace period, an hour here, then was cut with "Cancelling all calls", while
+    health Watch and WatchGame streams ended as the stop began. Now it ends too, UNAVAILABLE
+    with reason SHUTTING_DOWN, and one SIGTERM lets the process exit at once."""
+    log = tmp_path / "server.log"
+    with running(tmp_path / "referee.db", free_port(), log, "--grace-seconds", "3600") as server:
+        await server.wait_serving()
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            stream = await _open_reflection_stream(channel)
+            server.process.send_signal(signal.SIGTERM)
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                await asyncio.wait_for(stream.read(), 60)
+            error = RefereeError(ended.value)
+            assert (error.code, error.reason) == (grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")
+            assert error.message.startswith("the server is shutting down; open the reflection")
+            assert await asyncio.to_thread(server.process.wait, 60) == 0
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    (ended_line,) = [line for line in lines if line.get("rpc") == "ServerReflectionInfo"]
+    assert (ended_line["grpc_code"], ended_line["code"]) == ("UNAVAILABLE", "SHUTTING_DOWN")
+    assert [line["event"] for line in lines][-1] == "stopped"
+    assert "Traceback" not in log.read_text()
+
+
+# ``serve`` whose SQLite commits say on its log that they have reached the store, and wait for a
+# write lock another connection holds for as long as it holds it: a SubmitAction that stays in
+# flight until the test lets it go, holding the grace period.
+HELD_COMMITS = """
+import sys
+from referee.service import server
+from referee.store import sqlite
+sqlite.BUSY_TIMEOUT_SECONDS = 3600.0
+commit = sqlite.SqliteStore.commit
+def announced(store, job):
+    print("commit_entered", file=sys.stderr, flush=True)
+    return commit(store, job)
+sqlite.SqliteStore.commit = announced
+sys.exit(server.main(sys.argv[1:]))
+"""
 
 
 @pytest.mark.parametrize(
@@ -367,26 +411,31 @@ async def test_a_second_stop_signal_cancels_the_calls_in_flight_and_exits_at_onc
 ) -> None:
     """Was: a second SIGTERM or SIGINT during the graceful stop changed nothing, so a call in
     flight held the process for the whole grace period (an hour here). Now the second cancels
-    the calls in flight at once, logs ``forced_stop`` and exits 128 plus its number."""
+    the calls in flight at once, logs ``forced_stop`` and exits 128 plus its number, once the
+    commit the store had begun has finished (here when the test lets go of its lock)."""
     db = tmp_path / "referee.db"
     log = tmp_path / "server.log"
-    with running(db, free_port(), log, "--grace-seconds", "3600") as server:
+    with running(db, free_port(), log, "--grace-seconds", "3600", script=HELD_COMMITS) as server:
         await server.wait_serving()
-        done = asyncio.Event()
-        async with grpc.aio.insecure_channel(server.address) as channel:
-            stream = await _open_reflection_stream(channel, done)
-            server.process.send_signal(first)
-            for _ in range(300):  # until the graceful stop has begun (bounded)
-                if '"shutting_down"' in log.read_text():
-                    break
-                await asyncio.sleep(0.1)
-            assert server.process.poll() is None, "the graceful stop did not wait for the call"
-            server.process.send_signal(second)
+        async with RefereeClient(server.address) as client:
+            game = await client.create_game("partnership", seed="held")
+            holder = sqlite3.connect(db, isolation_level=None)
+            try:
+                holder.execute("BEGIN IMMEDIATE")  # the server's commit waits for this lock
+                seat = client.seat(game.game_id, game.seat_tokens[1])
+                in_flight = asyncio.ensure_future(seat.submit({"type": "pass"}))
+                await _logged(server, "commit_entered")
+                server.process.send_signal(first)
+                await _logged(server, '"shutting_down"')
+                assert server.process.poll() is None, "the graceful stop did not wait for the call"
+                server.process.send_signal(second)
+                with pytest.raises(RefereeError) as cut:
+                    await asyncio.wait_for(in_flight, 60)
+                assert cut.value.code in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+            finally:
+                holder.rollback()
+                holder.close()
             assert await asyncio.to_thread(server.process.wait, 60) == 128 + second
-            with pytest.raises(grpc.aio.AioRpcError) as cut:
-                await asyncio.wait_for(stream.read(), 30)
-            assert cut.value.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
-            done.set()
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     events = [line["event"] for line in lines]
     assert events.index("shutting_down") < events.index("forced_stop") < events.index("stopped")
@@ -411,6 +460,7 @@ async def test_during_the_drain_health_says_not_serving_and_calls_are_still_serv
         async with RefereeClient(server.address) as client:
             game = await client.create_game("partnership", seed="drain")
             health = health_stub(client.channel)
+            reflection = await _open_reflection_stream(client.channel)
             server.process.send_signal(signal.SIGTERM)
             for _ in range(300):  # until the drain has begun (bounded)
                 reply = await health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5)
@@ -426,6 +476,10 @@ async def test_during_the_drain_health_says_not_serving_and_calls_are_still_serv
             ]
             seat = client.seat(game.game_id, game.seat_tokens[1])
             assert (await seat.submit({"type": "pass"}, expected_version=0))["version"] == 1
+            # A reflection stream ends after the drain, not as it begins: it is still answered.
+            await reflection.write(reflection_pb2.ServerReflectionRequest(list_services=""))
+            answer: Any = await asyncio.wait_for(reflection.read(), 30)
+            assert answer.list_services_response.service
             assert server.process.poll() is None
             server.process.send_signal(signal.SIGTERM)
             assert await asyncio.to_thread(server.process.wait, 60) == 128 + signal.SIGTERM

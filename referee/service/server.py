@@ -26,7 +26,7 @@ from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service import metrics
 from referee.service.auth import token_hash
-from referee.service.errors import over_limit
+from referee.service.errors import ServiceError, over_limit
 from referee.service.games import GameManager
 from referee.service.observability import (
     CORE_MESSAGE_FACTOR,
@@ -132,6 +132,7 @@ class Running:
     server: grpc.aio.Server
     port: int
     health: HealthServicer
+    reflection: ReflectionServicer
     store: GameStore
     games: GameManager
     background: list[asyncio.Task[None]]  # following the store's changes, keeping house
@@ -143,8 +144,9 @@ class Running:
 
     async def stop(self, grace: float, drain: float = 0.0) -> None:
         """NOT_SERVING first so balancers drain us; then, for ``drain`` seconds, go on serving
-        every call (``--drain-seconds``); then end the WatchGame streams (resumable), finish the
-        calls in flight within ``grace``, and close. ``force_stop`` cuts the drain short too.
+        every call (``--drain-seconds``); then end the WatchGame streams (resumable) and the
+        reflection streams, finish the calls in flight within ``grace``, and close.
+        ``force_stop`` cuts the drain short too.
 
         Without a drain the port closed at once, so a health Check failed UNAVAILABLE rather
         than read NOT_SERVING, and a balancer or Kubernetes endpoint that had not yet seen the
@@ -154,6 +156,7 @@ class Running:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.forced.wait(), drain)
         self.games.stop_watching()  # streams would outlast any grace: they end, resumable
+        self.reflection.stop()  # the client's to end, so they would too
         self.server_stopping = True
         await self.server.stop(None if self.forced.is_set() else grace)
         for task in self.background:
@@ -217,7 +220,8 @@ class StreamSlots:
 
 
 class ReflectionServicer:
-    """grpc_reflection's asyncio servicer, each stream holding one of ``slots``' places.
+    """grpc_reflection's asyncio servicer, each stream holding one of ``slots``' places, and
+    every stream ended when the server's stop begins (``stop``).
 
     It wraps that servicer rather than extending it: grpc_reflection's annotations declare the
     method a coroutine returning an iterable, where it is an async generator (as here)."""
@@ -225,6 +229,8 @@ class ReflectionServicer:
     def __init__(self, service_names: Sequence[str], slots: StreamSlots) -> None:
         self._answers: Any = reflection.aio.ReflectionServicer(service_names)
         self.slots = slots
+        self.stopping = False
+        self._stopped: asyncio.Future[None] | None = None  # resolved by stop
 
     async def ServerReflectionInfo(  # noqa: N802 - gRPC method names
         self,
@@ -233,12 +239,68 @@ class ReflectionServicer:
             reflection_pb2.ServerReflectionRequest, reflection_pb2.ServerReflectionResponse
         ],
     ) -> AsyncIterator[reflection_pb2.ServerReflectionResponse]:
+        if self.stopping:
+            raise _reflection_shutting_down()
         self.slots.take()
         try:
-            async for response in self._answers.ServerReflectionInfo(request_iterator, context):
+            requests = self._until_stopped(request_iterator)
+            async for response in self._answers.ServerReflectionInfo(requests, context):
                 yield response
         finally:
             self.slots.give_back()
+
+    def stop(self) -> None:
+        """The server is shutting down: end every reflection stream now, and refuse new ones.
+
+        A stream lasts as long as its client keeps its side open (grpcurl's interactive mode,
+        an IDE's gRPC client), so one open stream held every graceful shutdown for the whole
+        grace period, then was cut with a bare "Cancelling all calls", while health ``Watch``
+        and ``WatchGame`` streams end as the shutdown begins. Each stream now answers the
+        request it has read and ends ``UNAVAILABLE``, reason ``SHUTTING_DOWN``: not OK, which
+        would leave a request sent meanwhile unanswered without a word; ``UNAVAILABLE`` is
+        what a client retries on another server, or on this one once it is back. Called
+        after the drain (``Running.stop``), so streams are answered while it lasts."""
+        self.stopping = True
+        if self._stopped is not None and not self._stopped.done():
+            self._stopped.set_result(None)
+
+    async def _until_stopped(
+        self, requests: AsyncIterator[reflection_pb2.ServerReflectionRequest]
+    ) -> AsyncIterator[reflection_pb2.ServerReflectionRequest]:
+        """The stream's requests as they come, until ``stop``: then ``UNAVAILABLE``. Each read
+        waits on the stop as well, which only a reflection stream pays for (a task per request
+        read): nothing is added to any other call."""
+        loop = asyncio.get_running_loop()
+        if self._stopped is None:
+            self._stopped = loop.create_future()
+        stopped = self._stopped
+        incoming = aiter(requests)
+        while True:
+            reading = asyncio.ensure_future(anext(incoming, None))
+            try:
+                # asyncio.wait, unlike await, does not cancel the shared future when this
+                # stream is cancelled: the other streams keep waiting on it.
+                await asyncio.wait((reading, stopped), return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:  # the stream was cancelled (its client left, a forced stop)
+                reading.cancel()
+                raise
+            if not reading.done():
+                reading.cancel()
+                raise _reflection_shutting_down()
+            request = reading.result()
+            if request is None:  # the client is done sending
+                return
+            yield request
+
+
+def _reflection_shutting_down() -> ServiceError:
+    """How a reflection stream ends, or is refused, once the server's stop has begun."""
+    return ServiceError(
+        grpc.StatusCode.UNAVAILABLE,
+        "the server is shutting down; open the reflection stream again (to another server, or"
+        " to this one once it is back)",
+        reason="SHUTTING_DOWN",
+    )
 
 
 class HealthServicer(health_pb2_grpc.HealthServicer):
@@ -528,8 +590,9 @@ async def _serve_on(
     slots = StreamSlots(settings.max_service_streams)
     health_servicer = HealthServicer(slots)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection_servicer = ReflectionServicer(SERVED_SERVICES, slots)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(  # type: ignore[no-untyped-call]
-        ReflectionServicer(SERVED_SERVICES, slots),
+        reflection_servicer,
         server,
     )
     metrics.initialize_grpc_metrics(SERVED_SERVICES)
@@ -545,7 +608,7 @@ async def _serve_on(
             ("follow-store-health", store_health.follow),
         )
     ]
-    return Running(server, port, health_servicer, store, games, background)
+    return Running(server, port, health_servicer, reflection_servicer, store, games, background)
 
 
 async def keep_running(name: str, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
