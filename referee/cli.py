@@ -1,7 +1,10 @@
-"""The ``pinochle-referee`` command line: ``audit`` and ``query`` (GAME_RECORD.md §2-§3).
+"""The ``pinochle-referee`` command line: ``audit`` and ``query`` (GAME_RECORD.md §2-§3),
+``serve`` and ``demo``, the store's commands (``export``, ``list-games``, ``verify-audit``,
+``backup``, ``downgrade``) and ``verify-deal``.
 
-Output is JSON Lines on standard output so other tools can read it; progress and human messages
-go to standard error. Bad input never produces a traceback: it becomes an ``error`` line.
+Output for other tools is JSON Lines on standard output; progress and human messages go to
+standard error. Bad input never produces a traceback: it becomes an ``error`` line or a one-line
+message and exit status 2.
 """
 
 from __future__ import annotations
