@@ -41,7 +41,13 @@ from tests.service_helpers import (
     play_step,
     serving,
 )
-from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema, postgres_sql
+from tests.test_store import (
+    POSTGRES_URL,
+    postgres_marks,
+    postgres_schema,
+    postgres_sql,
+    sqlite_sql,
+)
 
 
 @dataclass(frozen=True)
@@ -54,23 +60,11 @@ class Database:
     sql: Callable[[str, Sequence[object]], Awaitable[None]]  # ``?`` placeholders, committed
 
 
-def _sqlite_sql(path: Path, statement: str, params: Sequence[object]) -> Awaitable[None]:
-    def run() -> None:
-        conn = sqlite3.connect(path)
-        try:
-            with conn:
-                conn.execute(statement, tuple(params))
-        finally:
-            conn.close()
-
-    return asyncio.to_thread(run)
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=postgres_marks())])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
     if request.param == "sqlite":
         path = tmp_path / "referee.db"
-        yield Database("sqlite", str(path), "", functools.partial(_sqlite_sql, path))
+        yield Database("sqlite", str(path), "", functools.partial(sqlite_sql, path))
         return
     with postgres_schema("test_audit_checks") as schema:
         yield Database("postgres", POSTGRES_URL, schema, functools.partial(postgres_sql, schema))

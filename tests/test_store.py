@@ -81,23 +81,29 @@ class Backend:
     beside: Callable[[], GameStore]
 
 
+async def sqlite_sql(path: Path, statement: str, params: Sequence[object]) -> None:
+    """Run one statement on the SQLite database at ``path`` and commit, as another process
+    would (a connection of its own, off the event loop)."""
+
+    def run() -> None:
+        conn = sqlite3.connect(path)
+        try:
+            with conn:
+                conn.execute(statement, tuple(params))
+        finally:
+            conn.close()
+
+    await asyncio.to_thread(run)
+
+
 @contextlib.contextmanager
 def sqlite_backend(tmp_path: Path) -> Iterator[Backend]:
     path = tmp_path / "db" / "referee.sqlite3"  # the directory does not exist yet
-
-    async def sql(statement: str, params: Sequence[object]) -> None:
-        def run() -> None:
-            conn = sqlite3.connect(path)
-            try:
-                with conn:
-                    conn.execute(statement, tuple(params))
-            finally:
-                conn.close()
-
-        await asyncio.to_thread(run)
-
     yield Backend(
-        "sqlite", lambda: SqliteStore(path), sql, lambda: SqliteStore(path, serving=False)
+        "sqlite",
+        lambda: SqliteStore(path),
+        functools.partial(sqlite_sql, path),
+        lambda: SqliteStore(path, serving=False),
     )
 
 
