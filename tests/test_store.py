@@ -2121,26 +2121,32 @@ async def test_postgres_the_active_count_has_an_index(postgres_url: str) -> None
                 assert "Index" in plan and "games_active" in plan, plan
 
 
-_LISTING = (
-    "SELECT game_id FROM games WHERE (created_at, game_id{collate}) > (5, 'x') AND {over}"
-    " ORDER BY created_at, game_id{collate} LIMIT 101"
-)
+#: Every filter ListGames can send: a page's start or none, each state, a variant or none.
+_PAGE_FILTERS = [
+    (after, over, variant)
+    for after in (None, (5.0, "x"))
+    for over in (None, True, False)
+    for variant in (None, "partnership")
+]
 
 
 async def test_sqlite_a_games_page_is_read_from_an_index(tmp_path: Path) -> None:
     """``list_game_summaries`` (ListGames) starts where its page starts, in the index's order,
-    whatever the filter: neither a scan of every game nor a sort."""
+    whatever the filter: neither a scan of every game nor a sort. The statement EXPLAINed is
+    the store's own (was: a copy of its text, which a change to the store would not have
+    followed)."""
     store = SqliteStore(tmp_path / "plan.db")
     await store.open()
     await store.close()
     conn = sqlite3.connect(tmp_path / "plan.db")
     try:
-        plan = str(
-            conn.execute(
-                "EXPLAIN QUERY PLAN " + _LISTING.format(collate="", over="over = 1")
-            ).fetchall()
-        )
-        assert "SEARCH games USING INDEX games_created" in plan and "TEMP B-TREE" not in plan
+        for after, over, variant in _PAGE_FILTERS:
+            query, params = sqlite_store._games_page_query(after, 101, over, variant)
+            plan = str(conn.execute("EXPLAIN QUERY PLAN " + query, params).fetchall())
+            assert "USING INDEX games_created" in plan, (after, over, variant, plan)
+            assert "TEMP B-TREE" not in plan, (after, over, variant, plan)
+            if after is not None:
+                assert "SEARCH games USING INDEX games_created" in plan, plan
     finally:
         conn.close()
 
@@ -2158,11 +2164,12 @@ async def test_postgres_a_games_page_is_read_from_an_index(postgres_url: str) ->
             # the order (PostgreSQL still sorts when nothing else can).
             for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
                 await conn.execute(f"SET {setting} = off")
-            cursor = await conn.execute(
-                "EXPLAIN " + _LISTING.format(collate=' COLLATE "C"', over="over")
-            )
-            plan = str(await cursor.fetchall())
-            assert "Index Scan using games_created" in plan and "Sort" not in plan
+            for after, over, variant in _PAGE_FILTERS:
+                query, params = postgres_store._games_page_query(after, 101, over, variant)
+                cursor = await conn.execute("EXPLAIN " + query, params)
+                plan = str(await cursor.fetchall())
+                assert "Index Scan using games_created" in plan, (after, over, variant, plan)
+                assert "Sort" not in plan, (after, over, variant, plan)
 
 
 # -- the audit hash's canonical form ----------------------------------------------------------

@@ -396,6 +396,33 @@ async def _game_exists(conn: Connection, game_id: str) -> bool:
     return await cursor.fetchone() is not None
 
 
+def _games_page_query(
+    after: GamePosition | None, limit: int, over: bool | None, variant: str | None
+) -> tuple[str, list[object]]:
+    """``list_game_summaries``' statement and parameters: a page in ``games_created``'s order
+    (created_at, game_id as bytes), read from that index whatever the filter (the tests
+    EXPLAIN this very statement)."""
+    conditions: list[str] = []
+    params: list[object] = []
+    if after is not None:
+        # games_created's order: ids compared as bytes, as SQLite compares them.
+        conditions.append('(created_at, game_id COLLATE "C") > (%s, %s)')
+        params += after
+    if over is not None:
+        conditions.append("over = %s")
+        params.append(over)
+    if variant is not None:
+        conditions.append("variant = %s")
+        params.append(variant)
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    params.append(max(limit, 0))
+    return (
+        f"SELECT {_SUMMARY_COLUMNS} FROM games{where}"
+        ' ORDER BY created_at, game_id COLLATE "C" LIMIT %s',
+        params,
+    )
+
+
 def _check_stored_id(game_id: str) -> None:
     """PostgreSQL text cannot hold U+0000, so no stored game has such an id: it is an unknown
     game, as in the SQLite store, not a failed statement."""
@@ -1052,24 +1079,7 @@ class PostgresStore:
         over: bool | None = None,
         variant: str | None = None,
     ) -> list[GameSummary]:
-        conditions: list[str] = []
-        params: list[object] = []
-        if after is not None:
-            # games_created's order: ids compared as bytes, as SQLite compares them.
-            conditions.append('(created_at, game_id COLLATE "C") > (%s, %s)')
-            params += after
-        if over is not None:
-            conditions.append("over = %s")
-            params.append(over)
-        if variant is not None:
-            conditions.append("variant = %s")
-            params.append(variant)
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        sql = (
-            f"SELECT {_SUMMARY_COLUMNS} FROM games{where}"
-            ' ORDER BY created_at, game_id COLLATE "C" LIMIT %s'
-        )
-        params.append(max(limit, 0))
+        sql, params = _games_page_query(after, limit, over, variant)
 
         async def query(conn: Connection) -> list[GameSummary]:
             cursor = await conn.execute(sql, params)

@@ -654,6 +654,31 @@ def _active_games_query(
     return sql, params
 
 
+def _games_page_query(
+    after: GamePosition | None, limit: int, over: bool | None, variant: str | None
+) -> tuple[str, list[object]]:
+    """``list_game_summaries``' statement and parameters: a page in ``games_created``'s order
+    (created_at, game_id), read from that index whatever the filter (the tests EXPLAIN this
+    very statement)."""
+    conditions: list[str] = []
+    params: list[object] = []
+    if after is not None:
+        conditions.append("(created_at, game_id) > (?, ?)")  # games_created's order
+        params += after
+    if over is not None:
+        conditions.append("over = ?")
+        params.append(int(over))
+    if variant is not None:
+        conditions.append("variant = ?")
+        params.append(variant)
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    params.append(max(limit, 0))
+    return (
+        f"SELECT {_SUMMARY_COLUMNS} FROM games{where} ORDER BY created_at, game_id LIMIT ?",
+        params,
+    )
+
+
 def _game_exists(conn: sqlite3.Connection, game_id: str) -> bool:
     return conn.execute("SELECT 1 FROM games WHERE game_id = ?", (game_id,)).fetchall() != []
 
@@ -1309,20 +1334,7 @@ class SqliteStore:
         over: bool | None = None,
         variant: str | None = None,
     ) -> list[GameSummary]:
-        conditions: list[str] = []
-        params: list[object] = []
-        if after is not None:
-            conditions.append("(created_at, game_id) > (?, ?)")  # games_created's order
-            params += after
-        if over is not None:
-            conditions.append("over = ?")
-            params.append(int(over))
-        if variant is not None:
-            conditions.append("variant = ?")
-            params.append(variant)
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        sql = f"SELECT {_SUMMARY_COLUMNS} FROM games{where} ORDER BY created_at, game_id LIMIT ?"
-        params.append(max(limit, 0))
+        sql, params = _games_page_query(after, limit, over, variant)
 
         def query(conn: sqlite3.Connection) -> list[GameSummary]:
             return [_game_summary(row) for row in conn.execute(sql, params).fetchall()]
