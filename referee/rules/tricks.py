@@ -60,46 +60,54 @@ def play_ladder(
     trump: Suit,
     rules: PlayRules,
     partner_winning: bool = False,
-) -> tuple[tuple[Card, ...], int]:
+) -> tuple[Sequence[Card], int]:
     """The cards of ``hand`` that may be played now, and the rung that chose them.
 
     ``partner_winning`` says the current winner of the trick is the player's partner (only read
     when ``head_over_partner`` is off). The returned cards keep the hand's order and copies.
+
+    Hot path (every card play ``apply`` checks, every ``legal_actions`` call): the card winning
+    the trick is found once and answers both "has the trick been trumped" and "what must a
+    card beat", and the filters are list comprehensions, which cost about a third less than
+    ``tuple(generator)`` on CPython 3.11.
     """
     if not trick or rules.free_play:
-        return tuple(hand), RUNG_FREE
+        return hand, RUNG_FREE
     led = trick[0] // 6
-    follow = tuple(c for c in hand if c // 6 == led)
-    trumped = led != trump and any(c // 6 == trump for c in trick)
+    # The winning card is of the suit led unless a trump has beaten it (``trick_winner``), so
+    # the trick has been trumped exactly when it is of another suit; when it has, it is the
+    # highest trump in the trick.
+    top = trick[trick_winner(trick, trump)]
+    trumped = top // 6 != led
+    follow = [c for c in hand if c // 6 == led]
     if follow:
         head_rule = rules.head_rule
         must_head = head_rule == "always" or (head_rule == "trump_lead_only" and led == trump)
         if must_head and not (partner_winning and not rules.head_over_partner):
             if not trumped:
-                top_rank = trick[trick_winner(trick, trump)] % 6
-                higher = tuple(c for c in follow if c % 6 < top_rank)
+                # ``top`` and ``follow`` are of one suit, so a lower int is a higher rank.
+                higher = [c for c in follow if c < top]
                 if higher:
                     return higher, RUNG_HEAD
             elif rules.head_when_trumped == "beat_highest_led_card":
                 top_rank = min(c % 6 for c in trick if c // 6 == led)
-                higher = tuple(c for c in follow if c % 6 < top_rank)
+                higher = [c for c in follow if c % 6 < top_rank]
                 if higher:
                     return higher, RUNG_HEAD
         return follow, RUNG_FOLLOW
     if led == trump or not rules.must_trump_when_void:
-        return tuple(hand), RUNG_FREE
-    trumps = tuple(c for c in hand if c // 6 == trump)
+        return hand, RUNG_FREE
+    trumps = [c for c in hand if c // 6 == trump]
     if not trumps:
-        return tuple(hand), RUNG_FREE
+        return hand, RUNG_FREE
     if not trumped:
         return trumps, RUNG_TRUMP
-    top_trump_rank = min(c % 6 for c in trick if c // 6 == trump)
-    over = tuple(c for c in trumps if c % 6 < top_trump_rank)
+    over = [c for c in trumps if c < top]  # ``top`` is the highest trump in the trick
     if over:
         return (over, RUNG_OVERTRUMP) if rules.must_overtrump else (trumps, RUNG_TRUMP)
     if rules.must_trump_even_if_cannot_overtrump:
         return trumps, RUNG_TRUMP
-    return tuple(hand), RUNG_FREE
+    return hand, RUNG_FREE
 
 
 def legal_plays(
