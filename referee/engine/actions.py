@@ -272,7 +272,12 @@ _TYPE_NAMES: Final[dict[type, str]] = {
 
 
 def encode_action(action: Action) -> dict[str, object]:
-    """The canonical JSON form (A.4); ``decode_action(encode_action(a)) == a``."""
+    """The canonical JSON form (A.4); ``decode_action(encode_action(a)) == a``.
+
+    Hot path: a card play, most actions of a game, is answered first, without the chain of
+    ``isinstance`` checks below (``Play`` is final, so its exact type says it)."""
+    if type(action) is Play:
+        return {"type": "play", "card": format_card(action.card)}
     kind = _TYPE_NAMES[type(action)]
     out: dict[str, object] = {"type": kind}
     if isinstance(action, Bid):
@@ -294,6 +299,4 @@ def encode_action(action: Action) -> dict[str, object]:
             out["points"] = action.points
     elif isinstance(action, Draw):
         out["turn_up"] = action.turn_up
-    elif isinstance(action, Play):
-        out["card"] = format_card(action.card)
     return out
