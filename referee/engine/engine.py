@@ -48,6 +48,7 @@ from referee.engine.state import (
     MeldRecord,
     Setup,
     Trick,
+    add_at,
     evolve_game,
     evolve_hand,
 )
@@ -882,8 +883,6 @@ def _play(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[Han
     points, closing = trick_events(setup.counting, trick, winner, last)
     events += closing
     side = setup.side_of(winner)
-    side_points = tuple(p + points if s == side else p for s, p in enumerate(hand.side_points))
-    side_tricks = tuple(t + 1 if s == side else t for s, t in enumerate(hand.side_tricks))
     done = Trick(hand.trick_leader, trick, winner, points)
     return (
         evolve_hand(
@@ -894,8 +893,8 @@ def _play(setup: Setup, hand: HandState, seat: int, action: Action) -> tuple[Han
             tricks=(*hand.tricks, done),
             trick_leader=winner,
             turn=winner,
-            side_points=side_points,
-            side_tricks=side_tricks,
+            side_points=add_at(hand.side_points, side, points),
+            side_tricks=add_at(hand.side_tricks, side, 1),
         ),
         events,
     )

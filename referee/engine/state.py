@@ -40,8 +40,11 @@ class Call:
     help: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class Trick:
+class Trick(NamedTuple):
+    """A completed trick. A NamedTuple, like the states that hold it: every completed trick
+    builds one, and a frozen dataclass's field-by-field ``__init__`` cost several times a
+    tuple's constructor."""
+
     leader: int
     cards: tuple[Card, ...]
     winner: int
@@ -172,3 +175,13 @@ def evolve_hand(old: HandState, /, **changes: Any) -> HandState:
 def evolve_game(old: GameState, /, **changes: Any) -> GameState:
     """A copy of ``old`` with ``changes`` (unknown names raise ValueError)."""
     return _copy_with(old, _GAME_FIELD_INDEX, changes)
+
+
+def add_at(values: tuple[int, ...], index: int, amount: int) -> tuple[int, ...]:
+    """``values`` with ``amount`` added to the one at ``index`` (a side's or seat's tally).
+
+    Hot path (every completed trick): one list copy is cheaper than rebuilding the tuple
+    through a generator that tests every entry."""
+    changed = list(values)
+    changed[index] += amount
+    return tuple(changed)

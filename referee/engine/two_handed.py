@@ -23,7 +23,7 @@ from typing import Final, TypeVar
 from referee.engine.actions import Action, Draw, ExchangeDix, Meld, Play, action_type
 from referee.engine.errors import IllegalAction
 from referee.engine.events import EVERYONE, Event, trick_events
-from referee.engine.state import PLAY, HandState, Setup, Trick, evolve_hand
+from referee.engine.state import PLAY, HandState, Setup, Trick, add_at, evolve_hand
 from referee.rules.cards import NINE, SUIT_NAMES, Card, Suit, format_card, format_cards, make_card
 from referee.rules.melds import CLASS_OF, MELD_NAMES, MeldError, one_set, single_sets
 from referee.rules.tricks import play_violation, trick_winner
@@ -179,7 +179,7 @@ def _exchange_dix(setup: Setup, hand: HandState, seat: int) -> tuple[HandState, 
             hands=_set(hand.hands, seat, tuple(sorted(held))),
             turn_up=nine,
             dix_exchanged_by=seat,
-            meld_points=_add(hand.meld_points, seat, points),
+            meld_points=add_at(hand.meld_points, seat, points),
         ),
         [event],
     )
@@ -324,7 +324,7 @@ def _meld(setup: Setup, hand: HandState, seat: int, action: Meld) -> tuple[HandS
             hands=_set(hand.hands, seat, tuple(held)),
             table=_set(hand.table, seat, tuple(table)),
             pending=_set(hand.pending, seat, tuple(pending)),
-            meld_points=_add(hand.meld_points, seat, value),
+            meld_points=add_at(hand.meld_points, seat, value),
             window_melded=hand.window_melded or name != "dix",
             scored_melds=(*hand.scored_melds, (seat, name, faces, value)),
         ),
@@ -484,7 +484,7 @@ def _play(setup: Setup, hand: HandState, seat: int, action: Play) -> tuple[HandS
                 if setup.rules.dix_scores_when_played:
                     dix_points = setup.meld_table.value("dix", 1)
             else:
-                scored_nines = _add(scored_nines, seat, -1)
+                scored_nines = add_at(scored_nines, seat, -1)
     else:
         pid = _take_from_table(hand, seat, card) if hand.phase == STOCK_PLAY else None
         if pid is None:
@@ -498,7 +498,7 @@ def _play(setup: Setup, hand: HandState, seat: int, action: Play) -> tuple[HandS
     events.append(Event("card_played", EVERYONE, {"seat": seat, "card": format_card(card)}))
     meld_points = hand.meld_points
     if dix_points:
-        meld_points = _add(meld_points, seat, dix_points)
+        meld_points = add_at(meld_points, seat, dix_points)
         events.append(Event("dix_played", EVERYONE, {"seat": seat, "points": dix_points}))
     hand = evolve_hand(
         hand,
@@ -524,8 +524,8 @@ def _play(setup: Setup, hand: HandState, seat: int, action: Play) -> tuple[HandS
             tricks=(*hand.tricks, done),
             trick_leader=winner,
             turn=winner,
-            side_points=_add(hand.side_points, winner, points),
-            side_tricks=_add(hand.side_tricks, winner, 1),
+            side_points=add_at(hand.side_points, winner, points),
+            side_tricks=add_at(hand.side_tricks, winner, 1),
             window_seat=winner if hand.phase == STOCK_PLAY else None,
             window_melded=False,
         ),
@@ -591,7 +591,3 @@ def _play_entries(setup: Setup, hand: HandState, seat: int) -> list[dict[str, ob
 
 def _set(values: tuple[T, ...], index: int, value: T) -> tuple[T, ...]:
     return (*values[:index], value, *values[index + 1 :])
-
-
-def _add(values: tuple[int, ...], index: int, amount: int) -> tuple[int, ...]:
-    return tuple(v + amount if i == index else v for i, v in enumerate(values))
