@@ -21,6 +21,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.engine.events import Event
 from referee.store.base import compact_json
 
 
@@ -205,6 +206,23 @@ def _boolean(value: object, field: str) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{field} must be true or false, got {value!r}")
     return value
+
+
+def add_event(response: pb.SubmitActionResponse, event: Event, seq: int, version: int) -> None:
+    """Add ``event``, numbered ``seq`` at ``version``, to ``response``'s events: the message
+    ``stored_event_to_proto`` makes of its stored form.
+
+    Hot path (every accepted action): from the engine's event, whose data is what
+    ``stored_event_to_proto`` filters back out of the stored form (event data never holds the
+    keys ``kind``, ``audience``, ``seq`` or ``version``), and added in place: an ``Event``
+    message built apart is copied again into the response (about 5,000 instructions more)."""
+    response.events.add(
+        seq=seq,
+        version=version,
+        kind=event.kind,
+        audience=str(event.audience),
+        data_json=json_text(event.data),
+    )
 
 
 def stored_event_to_proto(stored: Mapping[str, object]) -> pb.Event:

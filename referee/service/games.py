@@ -53,7 +53,7 @@ from referee.service.auth import (
     new_token,
     token_hash,
 )
-from referee.service.convert import json_text, stored_event_to_proto
+from referee.service.convert import add_event, json_text, stored_event_to_proto
 from referee.service.errors import ServiceError, invalid, over_limit
 from referee.service.limits import RefusalBudgets
 from referee.service.logline import annotate
@@ -319,7 +319,7 @@ class GameManager:
         )
         deals = _deal_source(deal_mode)
         state = new_game(rules, first_dealer)
-        state, row = self._deal(state, deals, seq=1, first_event=1)
+        state, row, _ = self._deal(state, deals, seq=1, first_event=1)
         events = [_packed(event) for event in row.events]
         live = LiveGame(record, rules, state, 1, deals, events, len(row.events))
         _keep_recent_events(live, self.events_in_memory)  # as every commit and catch-up does
@@ -445,8 +445,9 @@ class GameManager:
 
     def _deal(
         self, state: GameState, deals: DealSource, *, seq: int, first_event: int
-    ) -> tuple[GameState, LogRow]:
-        """Deal the next hand with a fresh salt and publish the deal's commitment."""
+    ) -> tuple[GameState, LogRow, list[Event]]:
+        """Deal the next hand with a fresh salt and publish the deal's commitment; also the
+        row's events as the engine made them (what ``_accept`` answers with)."""
         deal = deals.next_deal(state.rules, state.next_dealer, state.hands_completed)
         salt = secrets.token_bytes(16)
         hand_number = state.hands_completed
@@ -461,7 +462,7 @@ class GameManager:
         )
         stored = _number(events, first_event, state.version)
         payload = {"hand": hand_number, "deal": deal.to_json(), "salt": salt.hex()}
-        return state, LogRow(seq, state.version, "deal", None, payload, stored)
+        return state, LogRow(seq, state.version, "deal", None, payload, stored), events
 
     async def load(self, game_id: str, refresh: bool = True) -> LiveGame:
         """The live game, rebuilt from the store's log when this replica has not got it.
@@ -972,25 +973,33 @@ class GameManager:
             hand = state.hands_completed
             reveal = Event("deal_salt", EVERYONE, {"hand": hand, "salt": live.salts.get(hand, "")})
             stored_events += _number([reveal], first_event + len(stored_events), new_state.version)
+            events = [*events, reveal]
         rows = [
             LogRow(live.last_seq + 1, new_state.version, "action", seat, canonical, stored_events)
         ]
         commitment = live.commitment
         if new_state.hand is None and not new_state.over:
-            new_state, deal_row = self._deal(
+            new_state, deal_row, dealt = self._deal(
                 new_state,
                 live.deals,
                 seq=live.last_seq + 2,
                 first_event=first_event + len(stored_events),
             )
             rows.append(deal_row)
+            events = [*events, *dealt]
             commitment = _commitment_of(deal_row)
         all_events = [e for row in rows for e in row.events]
         response = pb.SubmitActionResponse(
             version=new_state.version,
             view_json=json_text(_view_with_id(new_state, caller, live, commitment)),
-            events=[stored_event_to_proto(e) for e in all_events if self.visible(caller, e)],
         )
+        # Hot path: from the engine's events (``events`` and ``all_events`` match one to one),
+        # not from their stored form, which ``visible`` would turn back into an Event and
+        # ``stored_event_to_proto`` filter back to its data, event by event.
+        role = caller.view_role
+        for event, stored in zip(events, all_events, strict=True):
+            if visible_to(event, role):
+                add_event(response, event, _seq(stored), _version(stored))
         audit = self._audit_row(live, seat, canonical, "accepted", "", key, new_state.version)
         commit = Commit(
             game_id=game_id,
@@ -1673,10 +1682,15 @@ def _audience(value: object) -> str | int:
 
 
 def _number(events: Sequence[Event], first_seq: int, version: int) -> list[dict[str, object]]:
-    return [
-        {**event.to_json(), "seq": first_seq + i, "version": version}
-        for i, event in enumerate(events)
-    ]
+    """Each event's stored form: ``Event.to_json()`` with its ``seq`` and ``version`` added.
+    Hot path: added to the fresh dict ``to_json`` returns rather than to a copy of it."""
+    numbered: list[dict[str, object]] = []
+    for seq, event in enumerate(events, first_seq):
+        stored = event.to_json()
+        stored["seq"] = seq
+        stored["version"] = version
+        numbered.append(stored)
+    return numbered
 
 
 def _view_with_id(
