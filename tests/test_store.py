@@ -1808,10 +1808,10 @@ def fail_audit_inserts(monkeypatch: pytest.MonkeyPatch, game_id: str) -> None:
     """Make the SQLite store's audit insert fail for ``game_id``: a job failing after a write."""
     real_insert_audit = sqlite_store._insert_audit
 
-    def failing_insert_audit(conn: sqlite3.Connection, failing: str, *rest: Any) -> None:
+    def failing_insert_audit(cursor: sqlite3.Cursor, failing: str, *rest: Any) -> None:
         if failing == game_id:
             raise RuntimeError("disk on fire")
-        real_insert_audit(conn, failing, *rest)
+        real_insert_audit(cursor, failing, *rest)
 
     monkeypatch.setattr(sqlite_store, "_insert_audit", failing_insert_audit)
 
