@@ -327,10 +327,11 @@ class Commit(NamedTuple):
         if not self.rows or self.rows[0].kind != "action":
             raise ValueError("a commit needs its action's log row, first")
         new_version = self.expected_version + 1
-        if any(row.version != new_version for row in self.rows):
-            raise ValueError(
-                f"every row of a commit at {self.expected_version} has version {new_version}"
-            )
+        for row in self.rows:  # a loop, not any() over a generator: hot path, one or two rows
+            if row.version != new_version:
+                raise ValueError(
+                    f"every row of a commit at {self.expected_version} has version {new_version}"
+                )
         action, audit = self.rows[0], self.audit
         if (
             audit.outcome != "accepted"

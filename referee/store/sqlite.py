@@ -78,7 +78,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Iterable, Itera
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
@@ -457,11 +457,13 @@ def _audit_params(game_id: str, draft: _AuditDraft, row: AuditRow) -> tuple[obje
     )
 
 
+# A constant, not formatted per call: every request inserts one audit row, and the cursor's
+# statement cache finds a string it has hashed before at once.
+_INSERT_AUDIT_SQL = f"INSERT INTO audit (game_id, {_AUDIT_COLUMNS}) VALUES (?{', ?' * 13})"
+
+
 def _insert_audit(cursor: sqlite3.Cursor, game_id: str, draft: _AuditDraft, row: AuditRow) -> None:
-    cursor.execute(
-        f"INSERT INTO audit (game_id, {_AUDIT_COLUMNS}) VALUES (?{', ?' * 13})",
-        _audit_params(game_id, draft, row),
-    )
+    cursor.execute(_INSERT_AUDIT_SQL, _audit_params(game_id, draft, row))
 
 
 def _audit_row(values: Sequence[Any]) -> AuditRow:
@@ -683,8 +685,10 @@ def _game_exists(conn: sqlite3.Connection | sqlite3.Cursor, game_id: str) -> boo
     return conn.execute("SELECT 1 FROM games WHERE game_id = ?", (game_id,)).fetchall() != []
 
 
-@dataclass(frozen=True, slots=True)
-class _Job:
+class _Job(NamedTuple):
+    """A queued write: a NamedTuple, as ``LogRow`` and ``Commit`` (see referee/store/base.py),
+    because every write makes one."""
+
     # Runs the job's statements on the writer's cursor (``SqliteStore._writer_cursor``).
     apply: Callable[[sqlite3.Cursor], Any]
     future: asyncio.Future[Any]
