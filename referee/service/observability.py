@@ -245,6 +245,8 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, max_message_bytes: int, max_calls: int = 2**31 - 1) -> None:
         self.log = structlog.get_logger("referee.rpc")
+        # The canonical line's logger itself, once structlog caches it (see ``_line_logger``).
+        self._line_log: Any = None
         self.max_message_bytes = max_message_bytes
         self.max_calls = max_calls
         self.open_calls = 0  # counted calls started and not finished
@@ -474,4 +476,21 @@ class ObservabilityInterceptor(grpc.aio.ServerInterceptor):
             # failed where they know more; a call that set nothing served ("ok"), was
             # cancelled (the client left, a stream's watcher included) or was refused.
             fields.setdefault("outcome", _DEFAULT_OUTCOME.get(code, "refused"))
-            self.log.info("rpc", grpc_code=code, duration_ms=round(elapsed * 1000, 3), **fields)
+            log = self._line_log if self._line_log is not None else self._line_logger()
+            log.info("rpc", grpc_code=code, duration_ms=round(elapsed * 1000, 3), **fields)
+
+    def _line_logger(self) -> Any:
+        """``self.log`` resolved to the configured logger, for the canonical line.
+
+        Hot path: the lazy proxy ``get_logger`` returns assembles or looks up its logger on
+        every call (``__getattr__``, then ``bind``), about 6,700 instructions of each
+        SubmitAction's line; structlog's performance advice is to call a logger used this
+        often through ``bind()``'s result. It is kept only when structlog is configured to
+        cache loggers on first use (``configure_logging`` does), when the proxy would keep
+        the very same logger; otherwise every line resolves it again, as the proxy does, so
+        a reconfiguration (tests) still applies.
+        """
+        log = self.log.bind()
+        if structlog.get_config()["cache_logger_on_first_use"]:
+            self._line_log = log
+        return log
