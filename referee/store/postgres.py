@@ -600,6 +600,12 @@ class PostgresStore:
 
     @staticmethod
     async def _schema_version(conn: Connection) -> int:
+        """The version of the schema in ``conn``'s search path: the last migration recorded,
+        0 where there is no ``schema_migrations`` (no referee tables, or no such schema)."""
+        cursor = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
+        row = await cursor.fetchone()
+        if not (row and row[0]):
+            return 0
         cursor = await conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
         row = await cursor.fetchone()
         return int(row[0]) if row else 0
@@ -662,9 +668,7 @@ class PostgresStore:
         cursor = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
         if await cursor.fetchone() is None:
             raise StoreError(f"{where}: no schema {schema!r}")
-        cursor = await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")
-        row = await cursor.fetchone()
-        current = await self._schema_version(conn) if row and row[0] else 0
+        current = await self._schema_version(conn)
         if current > SCHEMA_VERSION:
             raise StoreError(
                 f"{where} schema {schema!r} has schema version {current}; this code knows"
@@ -703,11 +707,7 @@ class PostgresStore:
                     if await cursor.fetchone() is None:
                         raise StoreError(f"{where}: no schema {schema!r} to downgrade")
                     await self._refuse_while_served(conn, f"{where} schema {schema!r}", schema)
-                    cursor = await conn.execute(
-                        "SELECT to_regclass('schema_migrations') IS NOT NULL"
-                    )
-                    row = await cursor.fetchone()
-                    current = await self._schema_version(conn) if row and row[0] else 0
+                    current = await self._schema_version(conn)
                     check_downgrade(f"{where} schema {schema!r}", current, version, SCHEMA_VERSION)
                     for undone in range(current - 1, version - 1, -1):
                         for statement in DOWNGRADES[undone]:
