@@ -17,7 +17,9 @@ import contextlib
 import dataclasses
 import functools
 import json
+import logging
 import os
+import re
 import secrets
 import sqlite3
 import subprocess
@@ -51,6 +53,7 @@ from referee.store.base import (
     GameStore,
     GameSummary,
     LogRow,
+    SchemaChanged,
     StoreError,
     TooManyGames,
     UnknownGame,
@@ -1693,12 +1696,13 @@ async def test_postgres_changes_announce_other_stores_commits(postgres_url: str)
             await writer.close()
 
 
-async def _serving_lock_holders(schema: str) -> list[int]:
-    """The backend pids holding ``schema``'s serving lock (shared) in the test database."""
+async def _serving_lock_holders(schema: str, *, granted: bool = True) -> list[int]:
+    """The backend pids holding ``schema``'s serving lock (shared) in the test database (with
+    ``granted=False``: waiting for it)."""
     rows = await pg_rows(
         schema,
-        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND mode = 'ShareLock'"
-        f" AND classid = {postgres_store.SERVING_LOCK} AND objsubid = 2"
+        f"SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted = {granted}"
+        f" AND mode = 'ShareLock' AND classid = {postgres_store.SERVING_LOCK} AND objsubid = 2"
         f" AND objid = (hashtext('{schema}')::bigint & 4294967295)::oid ORDER BY pid",
     )
     return [int(pid) for (pid,) in rows]  # type: ignore[call-overload]
@@ -1756,6 +1760,220 @@ async def test_postgres_a_serving_store_holds_the_schemas_serving_lock(postgres_
                 following.cancel()
             await store.close()
             await reader.close()
+
+
+def _hold_reconnection(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold ``store``'s listener at its next connection (made once it lost its own) until the
+    second event is set; the first is set once it is held. Meanwhile the store holds no
+    serving lock: the gap a downgrade may land in, kept open for as long as a test needs it
+    instead of for the listener's pause before it reconnects."""
+    held, release = asyncio.Event(), asyncio.Event()
+    connect = store._connect
+
+    async def held_connect() -> psycopg.AsyncConnection[Any]:
+        held.set()
+        await release.wait()
+        return await connect()
+
+    monkeypatch.setattr(store, "_connect", held_connect)
+    return held, release
+
+
+async def _lose_the_listener(store: PostgresStore, schema: str) -> None:
+    """End the session of ``store``'s listener, held at its reconnection
+    (``_hold_reconnection``), and wait until the session's serving lock is gone."""
+    listener = store.listener_pid
+    assert listener
+    assert await _serving_lock_holders(schema) == [listener]
+    await postgres_sql(schema, "SELECT pg_terminate_backend(?)", (listener,))
+    assert await _serving_lock_holders_become(schema, []) == []
+
+
+async def _stops_serving(store: PostgresStore) -> SchemaChanged:
+    """What ``store`` refuses a read with, once it has (its ping refused, within 10 s)."""
+    for _ in range(200):
+        try:
+            await store.ping()
+        except SchemaChanged as refused:
+            return refused
+        await asyncio.sleep(0.05)
+    with pytest.raises(SchemaChanged) as last:
+        await store.ping()
+    return last.value
+
+
+_STORED_ROWS = (
+    "SELECT (SELECT json_agg(t ORDER BY game_id) FROM (SELECT game_id, version, over,"
+    " audit_seq, audit_head FROM games) t)::text, (SELECT count(*) FROM log),"
+    " (SELECT count(*) FROM audit), (SELECT count(*) FROM requests)"
+)
+
+
+async def test_postgres_a_downgrade_while_the_listener_reconnects_stops_the_store(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Review: a downgrade that landed while a replica's listener was reconnecting (holding no
+    serving lock) was not refused, and the replica went on serving a schema it did not know.
+    The new listener now reads the schema's version under the lock it took again: older than
+    this code's, the store stops serving: it says so once (an error naming the schema, both
+    versions and what to do), lets the lock go, and refuses every read and write from then
+    on with ``SchemaChanged``, writing nothing. What was acknowledged before stays."""
+    older = PG_SCHEMA_VERSION - 1  # drops an index only: every write would still succeed
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        heard: asyncio.Queue[str] = asyncio.Queue()
+        following = asyncio.ensure_future(_collect(store, heard))
+        try:
+            assert await _next(heard) == ALL_GAMES
+            await new_game(store, "g1")
+            await store.commit(make_commit("g1", 0))
+            await new_game(store, "done", over=True)
+            before = await pg_rows(schema, _STORED_ROWS)
+
+            held, release = _hold_reconnection(store, monkeypatch)
+            await _lose_the_listener(store, schema)
+            await asyncio.wait_for(held.wait(), 10)
+            with caplog.at_level(logging.ERROR, logger=postgres_store.__name__):
+                downgrading = PostgresStore(POSTGRES_URL, schema=schema)
+                assert await downgrading.downgrade(older) == PG_SCHEMA_VERSION  # not refused
+                release.set()
+                refused = await _stops_serving(store)
+            expected = (
+                f"{describe(POSTGRES_URL)} schema {schema!r} has schema version {older}, but"
+                f" this release serves schema version {PG_SCHEMA_VERSION}: "
+            )
+            assert str(refused).startswith(expected)
+            assert "restart it with the release that knows the schema's version, or migrate" in (
+                str(refused)
+            )
+            errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+            assert [r.getMessage() for r in errors] == [f"stopped serving the schema: {refused}"]
+
+            writes: list[Callable[[], Awaitable[object]]] = [
+                lambda: store.commit(make_commit("g1", 1)),
+                lambda: new_game(store, "g2"),
+                lambda: store.record_refusal("g1", audit_entry(1, "refused", "NOT_YOUR_TURN")),
+                lambda: store.forget_responses(1e12),
+                lambda: store.get_game("g1"),
+                lambda: store.load_log("g1"),
+                store.count_active_games,
+            ]
+            for write in writes:
+                with pytest.raises(SchemaChanged, match=re.escape(expected)):
+                    await write()
+            assert await pg_rows(schema, _STORED_ROWS) == before
+            versions = await pg_rows(schema, "SELECT max(version) FROM schema_migrations")
+            assert versions == [(older,)]
+            assert await _serving_lock_holders(schema) == []  # it serves no more
+            after = [r for r in caplog.records if r.levelno >= logging.ERROR]
+            assert after == errors  # logged once: the refusals log nothing of their own
+
+            # changes() yields nothing more, and ends with close() as before.
+            assert heard.empty() and not following.done()
+            await store.close()
+            await asyncio.wait_for(following, timeout=5)
+        finally:
+            following.cancel()
+            await store.close()
+
+
+async def test_postgres_a_listener_waits_for_a_downgrade_under_way_then_stops_the_store(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listener taking the serving lock again while a downgrade holds it (exclusively, to
+    its transaction's end) waits for the downgrade's commit; the version it reads then is the
+    downgraded one, and the store stops serving."""
+    older = PG_SCHEMA_VERSION - 1
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        heard: asyncio.Queue[str] = asyncio.Queue()
+        following = asyncio.ensure_future(_collect(store, heard))
+        downgrade: asyncio.Future[int] | None = None
+        finish = asyncio.Event()
+        try:
+            assert await _next(heard) == ALL_GAMES
+            await new_game(store, "g1")
+            held, release = _hold_reconnection(store, monkeypatch)
+            await _lose_the_listener(store, schema)
+            await asyncio.wait_for(held.wait(), 10)
+
+            # A downgrade that has taken the serving lock and waits, inside its transaction.
+            downgrading = PostgresStore(POSTGRES_URL, schema=schema)
+            locked = asyncio.Event()
+            refuse_while_served = PostgresStore._refuse_while_served
+
+            async def lock_then_wait(conn: Any, where: str, locked_schema: str) -> None:
+                await refuse_while_served(conn, where, locked_schema)
+                locked.set()
+                await finish.wait()
+
+            monkeypatch.setattr(downgrading, "_refuse_while_served", lock_then_wait)
+            downgrade = asyncio.ensure_future(downgrading.downgrade(older))
+            await asyncio.wait_for(locked.wait(), 10)
+
+            release.set()  # the listener connects and asks for the lock, which waits
+            for _ in range(200):
+                if await _serving_lock_holders(schema, granted=False):
+                    break
+                await asyncio.sleep(0.05)
+            assert len(await _serving_lock_holders(schema, granted=False)) == 1
+            await store.commit(make_commit("g1", 0))  # it serves on meanwhile: nothing seen yet
+
+            finish.set()
+            assert await asyncio.wait_for(downgrade, 10) == PG_SCHEMA_VERSION
+            refused = await _stops_serving(store)
+            assert f"has schema version {older}, but this release serves" in str(refused)
+            with pytest.raises(SchemaChanged):
+                await store.commit(make_commit("g1", 1))
+            assert await _serving_lock_holders_become(schema, []) == []
+            assert await pg_rows(schema, "SELECT max(version) FROM log") == [(1,)]
+        finally:
+            finish.set()
+            if downgrade is not None:
+                with contextlib.suppress(StoreError):
+                    await downgrade
+            following.cancel()
+            await store.close()
+
+
+async def test_postgres_a_listener_reconnecting_serves_on_a_current_or_newer_schema(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reconnection that finds the schema at this code's version serves on; so does one that
+    finds it newer: a newer release migrates it forward under the replicas still running in a
+    rolling upgrade, whose migrations keep those replicas working (see MIGRATIONS)."""
+    with postgres_schema() as schema:
+        store = PostgresStore(POSTGRES_URL, schema=schema)
+        await store.open()
+        heard: asyncio.Queue[str] = asyncio.Queue()
+        following = asyncio.ensure_future(_collect(store, heard))
+        try:
+            assert await _next(heard) == ALL_GAMES
+            await new_game(store, "g1")
+            for version in range(2):
+                newer = version == 1
+                if newer:  # what a newer release's migration records
+                    await postgres_sql(
+                        schema,
+                        "INSERT INTO schema_migrations (version) VALUES (?)",
+                        (PG_SCHEMA_VERSION + 1,),
+                    )
+                listener = store.listener_pid
+                await postgres_sql(schema, "SELECT pg_terminate_backend(?)", (listener,))
+                assert await _next(heard) == ALL_GAMES  # listening again
+                listening = store.listener_pid
+                assert listening not in (0, listener)
+                assert await _serving_lock_holders_become(schema, [listening]) == [listening]
+                await store.commit(make_commit("g1", version))
+                await store.ping()
+            assert (await store.get_game("g1")).version == 2
+        finally:
+            following.cancel()
+            await store.close()
 
 
 async def test_sqlite_waits_for_another_writer_without_blocking_the_loop(tmp_path: Path) -> None:

@@ -118,6 +118,14 @@ class GameExists(StoreError):
     """A game with this id already exists."""
 
 
+class SchemaChanged(StoreError):
+    """The store stopped serving: its schema was changed under it (a downgrade while it held
+    no serving lock; see :mod:`referee.store.postgres`). Raised for every read and write from
+    then on, before it takes a connection, so nothing is written; the server answers
+    UNAVAILABLE, reason ``STORE_SCHEMA_CHANGED``, and its readiness turns NOT_SERVING. The
+    message says what was found, for the log; the store logged it once when it stopped."""
+
+
 class TooManyGames(StoreError):
     """``create_game`` refused the game: ``limit`` games are active already (the server's
     ``--max-games``). Nothing was written."""

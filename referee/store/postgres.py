@@ -62,7 +62,26 @@ Serving lock
     lives as long as the server, is watched by a keep-alive and is replaced when it fails, so
     the lock follows it at no cost of a connection per replica; a connection of its own would
     need all of that again. While the listener is reconnecting the replica holds no lock (its
-    watchers are blind then too): a downgrade that lands in that gap is not refused.
+    watchers are blind then too), and a downgrade that lands in that gap is not refused.
+
+    It is caught once the listener has the lock again: the new connection takes it first
+    (waiting, without the session's lock timeout, for a downgrade under way to end), then
+    reads the schema's version. Older than this code's (taken back, or the tables dropped),
+    the store stops serving it for good (``_stop_serving``): one error in the log, the lock
+    let go, and every read and write refused with :class:`SchemaChanged` before it takes a
+    connection, so the server's readiness turns NOT_SERVING and its calls are answered
+    UNAVAILABLE. A newer version is served on (a rolling upgrade, see :data:`MIGRATIONS`).
+
+    What remains is the gap itself: writes made between the end of the listener's session
+    and that check (the pause before reconnecting, 0.25 s at first and longer while it
+    fails) still run. Every downgrade step alters ``games`` (dropping a column or an index
+    takes the table's ACCESS EXCLUSIVE lock) and every write starts on a ``games`` row, so a
+    write runs wholly before the downgrade, which keeps every row, or wholly after it, on the
+    older schema: there it fails if it writes a column that is gone (UNAVAILABLE, nothing
+    written) or stores rows the older schema holds as its own. The downgrade waits for a
+    write under way (past its lock timeout, 2 s, it fails and changes nothing); a write begun
+    while the downgrade runs waits for it (past its own lock timeout it fails, nothing
+    written). Nothing acknowledged is lost.
 """
 
 from __future__ import annotations
@@ -99,6 +118,7 @@ from referee.store.base import (
     GameRecord,
     GameSummary,
     LogRow,
+    SchemaChanged,
     StoreError,
     TooManyGames,
     UnknownGame,
@@ -479,6 +499,8 @@ class PostgresStore:
         self._capped_creations = asyncio.Lock()  # one capped creation at a time (see above)
         self._pending: set[asyncio.Task[Any]] = set()
         self.listener_pid = 0  # the backend pid of the current changes() connection (tests)
+        # Why the store stopped serving its schema (see the module docstring), or None.
+        self._schema_lost: str | None = None
 
     def _said(self, error: BaseException) -> str:
         """``error``'s text on one line, with the passwords of this store's URL starred."""
@@ -758,8 +780,15 @@ class PostgresStore:
             raise StoreError("the store is not open")
         return pool
 
+    def _serving_pool(self) -> AsyncConnectionPool[Connection]:
+        """The pool, for a read or a transaction, unless the store stopped serving its schema
+        (``_stop_serving``): then each is refused before it takes a connection."""
+        if self._schema_lost is not None:
+            raise SchemaChanged(self._schema_lost)
+        return self._open_pool()
+
     async def _transaction(self, work: Callable[[Connection], Awaitable[T]]) -> T:
-        pool = self._open_pool()
+        pool = self._serving_pool()
         try:
             async with pool.connection() as conn, conn.transaction():
                 return await work(conn)
@@ -769,7 +798,7 @@ class PostgresStore:
     async def _read(self, query: Callable[[Connection], Awaitable[T]]) -> T:
         if self._closed:
             raise StoreError("the store is closed")
-        pool = self._open_pool()
+        pool = self._serving_pool()
         try:
             async with pool.connection() as conn:
                 return await query(conn)
@@ -1109,17 +1138,29 @@ class PostgresStore:
 
     async def changes(self) -> AsyncIterator[str]:
         """Ids of games other stores commit, as PostgreSQL announces them (see the module
-        docstring). Reconnects after a failure; ends within a poll interval of ``close()``."""
+        docstring). Reconnects after a failure; ends within a poll interval of ``close()``.
+
+        On each new connection it takes the serving lock, then reads the schema's version:
+        one older than this code's was downgraded (or worse) while no lock was held, and the
+        store stops serving it (``_stop_serving``) instead of listening."""
         self._open_pool()
         delay = 0.25
-        while not self._closed:
+        while not self._closed and self._schema_lost is None:
             # The connection open() left holding the serving lock, the first time; then a new
             # one, which takes the lock again before it listens (see the module docstring).
             conn, self._lock_holder = self._lock_holder, None
             try:
                 if conn is None:
                     conn = await self._connect()
+                    # Before _configure: its lock_timeout would cut short the wait for a
+                    # downgrade under way, which the version read after it must see.
                     await self._hold_serving_lock(conn, self.schema_name)
+                    await self._configure(conn)
+                    found = await self._schema_version(conn)
+                    if found < SCHEMA_VERSION:
+                        await conn.close()  # the lock with it: this store serves no more
+                        self._stop_serving(found)
+                        break
             except psycopg.Error as exc:
                 if conn is not None:
                     await conn.close()
@@ -1167,3 +1208,39 @@ class PostgresStore:
             finally:
                 self.listener_pid = 0
                 await conn.close()
+        # Stopped serving: nothing to listen for. Wait for close() rather than end, which the
+        # server would take for a failure of its loop following the changes (keep_running)
+        # and start it again, logging each time.
+        while not self._closed:
+            await asyncio.sleep(LISTEN_POLL_SECONDS)
+
+    def _stop_serving(self, found: int) -> None:
+        """Stop serving the schema, found at version ``found`` (older than this code's) by a
+        listener that had just taken the serving lock again: it was taken back (a downgrade,
+        or the tables dropped) while this store held no lock, and serving on would serve a
+        schema this code does not know (writes naming a column that is gone failing one by
+        one, reads without the indexes they were written for), beside the older release
+        the rollback is for. Logged once, as an error saying what to do; from here every
+        read and write is refused (``SchemaChanged``) before it takes a connection, ``ping``
+        with them, so the server's readiness turns NOT_SERVING (``StoreHealth``). For good,
+        until the process is restarted: the operator rolling back means to replace it, and a
+        replica serving again by itself whenever the schema is found current would come and
+        go with each step of a rollback.
+
+        The process does not exit: an orchestrator would start this release again, which
+        migrates the schema forward, undoing the rollback an operator is making, under the
+        older release's replicas. The server stays up, unready, as it does while its database
+        cannot be reached, and a restart with the right release is the operator's call.
+
+        A newer version is not a reason to stop: a newer release migrates the schema forward
+        under the replicas still running during a rolling upgrade, and its migrations are
+        made so that they serve on (see MIGRATIONS)."""
+        state = f"schema version {found}" if found else "no referee tables"
+        self._schema_lost = (
+            f"{describe(self.url)} schema {self.schema_name!r} has {state}, but this release"
+            f" serves schema version {SCHEMA_VERSION}: it was changed (a downgrade?) while"
+            " this replica held no serving lock, so the replica has stopped serving it and"
+            " refuses every request to the store; restart it with the release that knows the"
+            " schema's version, or migrate the schema forward (start this release again)"
+        )
+        log.error("stopped serving the schema: %s", self._schema_lost)
