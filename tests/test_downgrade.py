@@ -10,26 +10,34 @@ its games playing on. Both stores (PostgreSQL skipped, with the reason, where un
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 import signal
 import socket
 import sqlite3
 from pathlib import Path
 
+import grpc
 import pytest
-from pinochle_client import RefereeClient
+from grpc_health.v1 import health_pb2
+from pinochle_client import RefereeClient, RefereeError
 
 from referee.cli import main
+from referee.service.server import SERVICE_NAMES, start_server
+from referee.service.settings import Settings
 from referee.store import postgres as postgres_store
 from referee.store import sqlite as sqlite_store
 from referee.store.base import GameStore, StoreError
 from referee.store.postgres import PostgresStore, describe
 from referee.store.sqlite import SqliteStore
-from tests.service_helpers import free_port
+from tests.service_helpers import actor, free_port, health_stub, new_table, pick, quiet_logs
 from tests.test_replicas import replica
 from tests.test_service_crash import running
 from tests.test_store import (
+    _STORED_ROWS,
     POSTGRES_URL,
+    _hold_reconnection,
+    _lose_the_listener,
     commit_many,
     make_commit,
     new_game,
@@ -396,6 +404,78 @@ async def test_a_killed_postgres_replica_no_longer_blocks_a_downgrade(
                     await asyncio.sleep(0.2)
         versions = await pg_rows(schema, "SELECT version FROM schema_migrations")
         assert len(versions) == current - 1
+
+
+@pytest.mark.parametrize("database", [pytest.param("postgres", marks=postgres_marks())])
+async def test_a_postgres_replica_downgraded_while_its_listener_reconnects_stops_serving(
+    database: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replica holds no serving lock while its listener reconnects, and a downgrade landing
+    then is not refused. The replica went on serving the older schema; now, once its listener
+    has the lock again and finds the schema older than its own, RefereeService's health turns
+    NOT_SERVING (the balancer's and readiness probe's; the server as a whole stays SERVING:
+    restarting this release would migrate the schema forward again, undoing the rollback),
+    and every call that needs the store is answered UNAVAILABLE, reason
+    STORE_SCHEMA_CHANGED, nothing of it written. The downgrade is the real command."""
+    current = postgres_store.SCHEMA_VERSION
+    with postgres_schema() as schema:
+        quiet_logs()
+        settings = Settings(
+            host="127.0.0.1",
+            port=0,
+            db=POSTGRES_URL,
+            db_schema=schema,
+            metrics_port=0,
+            store_check_seconds=0.05,
+        )
+        running = await start_server(settings)
+        try:
+            store = running.store
+            assert isinstance(store, PostgresStore)
+            address = f"127.0.0.1:{running.port}"
+            async with RefereeClient(address) as client, grpc.aio.insecure_channel(address) as ch:
+                table = await new_table(client, "partnership")
+                found = await actor(table)
+                assert found is not None
+                seat, entries = found
+                action = pick(entries, random.Random(7))
+                health = health_stub(ch)
+                watch = health.Watch(health_pb2.HealthCheckRequest(service=SERVICE_NAMES[0]))
+                serving_status = health_pb2.HealthCheckResponse.SERVING
+                assert (await watch.read()).status == serving_status
+                async with asyncio.timeout(10):
+                    while not store.listener_pid:
+                        await asyncio.sleep(0.05)
+                before = await pg_rows(schema, _STORED_ROWS)
+
+                held, release = _hold_reconnection(store, monkeypatch)
+                await _lose_the_listener(store, schema)
+                await asyncio.wait_for(held.wait(), 10)
+                args = ["downgrade", "--to", str(current - 1), "--db", POSTGRES_URL]
+                assert await _run_main([*args, "--db-schema", schema]) == 0
+                assert capsys.readouterr().out.startswith("downgraded ")
+                release.set()
+
+                changed = await asyncio.wait_for(watch.read(), 20)
+                assert changed.status == health_pb2.HealthCheckResponse.NOT_SERVING
+                for name in ("", SERVICE_NAMES[1]):
+                    answer = await health.Check(health_pb2.HealthCheckRequest(service=name))
+                    assert answer.status == serving_status, name
+                for call in (
+                    lambda: table.seats[seat].submit(action),
+                    lambda: client.create_game("partnership", seed="after-the-downgrade"),
+                ):
+                    with pytest.raises(RefereeError) as refused:
+                        await call()
+                    assert (refused.value.code, refused.value.reason) == (
+                        grpc.StatusCode.UNAVAILABLE,
+                        "STORE_SCHEMA_CHANGED",
+                    )
+                    assert "database schema was changed under it" in refused.value.message
+                assert await pg_rows(schema, _STORED_ROWS) == before
+                watch.cancel()
+        finally:
+            await running.stop(0)
 
 
 async def _run_main(args: list[str]) -> int:

@@ -63,7 +63,9 @@ export type StatusName = keyof typeof grpc.status;
  * `metadata.limit` the cap), a call beyond its `--max-pending-calls` (`TOO_MANY_CALLS`,
  * RESOURCE_EXHAUSTED, `metadata.limit` the limit), a WatchGame stream the server ended as it stopped (`SHUTTING_DOWN`,
  * UNAVAILABLE; resume with `metadata.after_seq`), a GetAuditLog page that reaches an entry whose
- * stored row is damaged (`AUDIT_ENTRY_UNREADABLE`, DATA_LOSS, `metadata.seq` the entry), or, for refusals
+ * stored row is damaged (`AUDIT_ENTRY_UNREADABLE`, DATA_LOSS, `metadata.seq` the entry), a call to a
+ * replica that stopped serving a database schema downgraded under it (`STORE_SCHEMA_CHANGED`,
+ * UNAVAILABLE; nothing was written: send it to another replica), or, for refusals
  * without a more specific reason (unknown game, bad token, bad request field, transport
  * failures), the gRPC status name itself. */
 export const SERVICE_REASONS = [
@@ -78,6 +80,7 @@ export const SERVICE_REASONS = [
   "TOO_MANY_CALLS",
   "SHUTTING_DOWN",
   "AUDIT_ENTRY_UNREADABLE",
+  "STORE_SCHEMA_CHANGED",
 ] as const;
 export type ServiceReason = (typeof SERVICE_REASONS)[number] | StatusName;
 const SERVICE: ReadonlySet<string> = new Set(SERVICE_REASONS);
