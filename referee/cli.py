@@ -441,6 +441,14 @@ def _main(argv: Sequence[str] | None) -> int:
         except (ValueError, RecursionError) as error:  # a JSONDecodeError is a ValueError
             print(f"pinochle-referee: --options is not JSON: {error}", file=sys.stderr)
             return 2
+        if options is not None and not isinstance(options, dict):
+            # null is the variant's defaults; a list or a number reached the client's Struct
+            # and ended in an AttributeError traceback.
+            print(
+                f"pinochle-referee: --options must be a JSON object, got {args.options}",
+                file=sys.stderr,
+            )
+            return 2
         try:
             credentials = channel_credentials(args.tls_ca, args.tls_cert, args.tls_key)
         except OSError as error:  # readable when the flags were read, gone since
@@ -467,6 +475,12 @@ def _main(argv: Sequence[str] | None) -> int:
                 file=sys.stderr,
             )
             return 1
+        except ValueError as error:
+            # The client refuses, before any call and naming the field, a value no request can
+            # carry: a token that is not printable ASCII, text that is not Unicode (a non-UTF-8
+            # argument), an integer beyond a Struct's. A bad flag, as for one argparse refuses.
+            print(f"pinochle-referee: demo: {error}", file=sys.stderr)
+            return 2
     return _run_query()
 
 

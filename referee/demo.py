@@ -513,8 +513,10 @@ async def play_game(
 ) -> dict[str, Any]:
     """Play one game; stop after ``MAX_HANDS`` hands when nobody has won by then. Returns the
     last view."""
-    rng = random.Random(seed)
     game = await client.create_game(variant, options, seed=seed, creator_token=creator_token)
+    # After the game is created: the client refuses a seed that is not Unicode text naming it,
+    # where random's refusal named nothing.
+    rng = random.Random(seed)
     seats: list[SeatSession] = [client.seat(game.game_id, t) for t in game.seat_tokens]
     console.print(f"[bold]game {game.game_id}[/bold]: {variant}, {len(seats)} seats")
     # The first hand was dealt by CreateGame, whose events the loop below never sees: its

@@ -430,3 +430,40 @@ def test_demo_options_that_are_not_json_are_one_line_not_a_traceback(
     err = capsys.readouterr().err
     assert err.startswith("pinochle-referee: --options is not JSON: ")
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("options", ["[]", "5", '"x"', "true"])
+def test_demo_options_that_are_not_an_object_are_one_line_not_a_traceback(
+    options: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JSON that is not an object reached the client's Struct as a list or a number and ended
+    in ``AttributeError: 'list' object has no attribute 'items'``; ``null`` keeps meaning the
+    variant's defaults."""
+    assert main(["demo", "--variant", "partnership", "--options", options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pinochle-referee: --options must be a JSON object")
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--creator-token", "caf\u00e9"], "creator_token: a token is printable ASCII"),
+        (["--seed", "\udcff"], "seed holds a lone surrogate"),
+        (["--variant", "\udcff"], "variant holds a lone surrogate"),
+        (["--options", '{"target": "\\ud800"}'], "options.target holds a lone surrogate"),
+        (["--options", '{"target": 1' + "0" * 30 + "}"], "options.target is 100000000000"),
+    ],
+)
+def test_demo_values_the_client_cannot_send_are_one_line_not_a_traceback(
+    flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The client refuses, naming the field, a value no request can carry (a token that is not
+    printable ASCII, text that is not Unicode, as a non-UTF-8 argument gives, an integer a
+    Struct cannot hold): a ValueError, which ended the demo in a traceback. The demo's seed
+    also seeded the bots' random choices before the game was created, and random refused the
+    text first, naming nothing."""
+    assert main(["demo", "--address", "127.0.0.1:1", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pinochle-referee: demo: ") and says in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
