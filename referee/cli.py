@@ -484,6 +484,16 @@ def _main(argv: Sequence[str] | None) -> int:
     return _run_query()
 
 
+def _is_unicode(text: str) -> bool:
+    """Whether ``text`` is Unicode text: a non-UTF-8 command-line argument comes with lone
+    surrogates (Python's surrogateescape), which no UTF-8 encoder takes."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 async def _export(game_id: str, db: str, schema: str = "") -> int:
     """Print one stored game; the database is only read. A store that cannot open (not a
     database, PostgreSQL unreachable, another release's schema) is one line and exit 1."""
@@ -498,6 +508,11 @@ async def _export(game_id: str, db: str, schema: str = "") -> int:
     store = open_store(db, schema, create=False, serving=False)
     try:
         await store.open()
+        if not _is_unicode(game_id):
+            # A non-UTF-8 argument: no stored id is one, and the store's query could not
+            # encode it (a UnicodeEncodeError traceback).
+            print(f"pinochle-referee: no game {game_id!r}", file=sys.stderr)
+            return 1
         games = GameManager(store)
         live = await games.load(game_id)
         print(json.dumps(await games.export_record(live)))

@@ -40,7 +40,7 @@ from referee.cli import build_parser
 from referee.engine.game import secure_shuffle
 from referee.service import servicers as servicers_module
 from referee.service.observability import configure_logging, route_library_logs
-from referee.service.server import SERVED_SERVICES
+from referee.service.server import SERVED_SERVICES, open_store
 from referee.service.settings import ENV_PREFIX, Settings, settings_from
 from referee.store.postgres import _one_line, secrets_of
 from tests.service_helpers import (
@@ -669,6 +669,25 @@ def test_export_from_a_missing_database_creates_nothing(
     assert cli.main(["export", "0" * 24, "--db", str(path)]) == 1
     assert "no database at" in capsys.readouterr().err
     assert not path.parent.exists()
+
+
+def test_export_of_a_game_id_that_is_not_unicode_text_is_no_game(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A game id from a non-UTF-8 argument (``export $'\\xff'``: a lone surrogate in Python) is
+    no stored game's: one line and exit 1, as for any id the database does not hold. The
+    store's query could not encode it and ended in a UnicodeEncodeError traceback."""
+    path = tmp_path / "referee.db"
+
+    async def create() -> None:
+        store = open_store(str(path), serving=False)
+        await store.open()
+        await store.close()
+
+    asyncio.run(create())
+    assert cli.main(["export", "\udcff", "--db", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err == "pinochle-referee: no game '\\udcff'\n"
 
 
 def test_export_from_what_cannot_be_opened_is_one_line(
