@@ -177,9 +177,15 @@ async def test_create_game_with_given_deals(srv: Served) -> None:
     bad["hands"][0][0], bad["hands"][1][0] = "ZZ", bad["hands"][1][0]
     short = json.loads(json.dumps(deals[0]))
     short["hands"][0] = short["hands"][0][:-1]
+    # The deal's own reading names where it is: the message names it once ("given_deals.
+    # deals[0]: given_deals.deals[0]: unknown key 'foo'" before).
+    unknown = {**deals[0], "foo": 1}
+    not_hands = {**deals[0], "hands": "AS"}
     for given, field in (
         ([bad], "given_deals.deals[0]"),
         ([deals[0], short], "given_deals.deals[1]"),
+        ([unknown], "given_deals.deals[0]"),
+        ([deals[0], not_hands], "given_deals.deals[1]"),
     ):
         error = await refused(
             srv.client.create_game(
@@ -190,6 +196,7 @@ async def test_create_game_with_given_deals(srv: Served) -> None:
             )
         )
         assert error.code == grpc.StatusCode.INVALID_ARGUMENT and error.fields == [field]
+        assert error.message.startswith(field) and error.message.count(field) == 1
     error = await refused(
         srv.client.create_game("partnership", given_deals=[], adjudicator_token=ADJUDICATOR_TOKEN)
     )

@@ -439,8 +439,12 @@ class GameManager:
         for index, raw in enumerate(deals):
             where = f"given_deals.deals[{index}]"
             try:
-                check_deal(setup, parse_deal(raw, where), (first_dealer + index) % rules.players)
-            except (RecordError, DealError) as error:
+                deal = parse_deal(raw, where)
+            except RecordError as error:  # its message names ``where`` already
+                raise invalid(str(error), where) from None
+            try:
+                check_deal(setup, deal, (first_dealer + index) % rules.players)
+            except DealError as error:
                 raise invalid(f"{where}: {error}", where) from None
 
     def _deal(
