@@ -60,7 +60,8 @@ async def test_keepalive_seconds_0_means_no_pings(
 async def test_an_action_is_sent_as_given_or_not_at_all(tmp_path: Path) -> None:
     """Was: the client made an action's numbers ints and its flags bools by force, so it sent
     another action than the one given: a bid of 250.5 became a bid of 250 (accepted), "250" a
-    bid of 250, ``True`` a bid of 1, ``"help": "false"`` a pass with help. The engine refuses
+    bid of 250, ``True`` a bid of 1, ``"help": "false"`` a pass with help; its cards strs
+    likewise (``"cards": {"9S": 1, ...}`` a discard of the keys). The engine refuses
     each of them in the action's JSON form (MALFORMED_ACTION); the client cannot send them
     (the fields are int32 and bool), so it refuses them before sending, and sends nothing."""
     async with serving(tmp_path) as srv:
@@ -73,6 +74,20 @@ async def test_an_action_is_sent_as_given_or_not_at_all(tmp_path: Path) -> None:
             ({"type": "pass", "help": "false"}, "help"),
             ({"type": "meld", "cards": [], "points": 20.5}, "points"),
             ({"type": "draw", "turn_up": "false"}, "turn_up"),
+            # A card, suit or name that is not a str was sent as its str() ("5", "None"), a
+            # str of cards as its letters, a mapping as its keys (a discard of them), and a
+            # missing field was a KeyError, or for cards a meld of nothing.
+            ({"type": "play", "card": 5}, "card"),
+            ({"type": "play"}, "card"),
+            ({"type": "declare_trump", "suit": None}, "suit"),
+            ({"type": "pass_cards", "cards": "AS"}, "cards"),
+            ({"type": "discard", "cards": {"9S": 1, "9D": 1, "9C": 1}}, "cards"),
+            ({"type": "discard", "cards": ["9S", None]}, r"cards\[1\]"),
+            ({"type": "meld"}, "cards"),
+            ({"type": "meld", "cards": [], "name": 5}, "name"),
+            ({"type": "meld", "cards": [], "melds": [{"name": "run"}]}, "cards"),
+            ({"type": "meld", "cards": [], "melds": ["run"]}, r"melds\[0\]"),
+            ({"type": "draw"}, "turn_up"),
         ):
             with pytest.raises(ValueError, match=field):
                 await seat.submit(action)

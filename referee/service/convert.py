@@ -149,42 +149,73 @@ def action_from_json(data: Mapping[str, object]) -> pb.Action:
     """The protobuf form of an A.4 JSON action (used by clients and tests)."""
     kind = data.get("type")
     action = pb.Action()
-    cards = [str(c) for c in data.get("cards", []) or []]  # type: ignore[attr-defined]
     if kind == "bid":
-        action.bid.amount = _integer(data["amount"], "amount")
+        action.bid.amount = _integer(_field(data, "amount"), "amount")
     elif kind == "pass":
         action.pass_turn.help = _boolean(data.get("help", False), "help")
     elif kind == "bid_or_redeal":
         action.bid_or_redeal.SetInParent()
     elif kind == "declare_trump":
-        action.declare_trump.suit = str(data["suit"])
+        action.declare_trump.suit = _text(_field(data, "suit"), "suit")
     elif kind == "pass_cards":
-        action.pass_cards.cards.extend(cards)
+        action.pass_cards.cards.extend(_texts(_field(data, "cards"), "cards"))
     elif kind == "discard":
-        action.discard.cards.extend(cards)
+        action.discard.cards.extend(_texts(_field(data, "cards"), "cards"))
     elif kind == "meld":
-        action.meld.cards.extend(cards)
+        action.meld.cards.extend(_texts(_field(data, "cards"), "cards"))
         action.meld.SetInParent()
         melds = data.get("melds")
         if melds is not None:
             action.meld.melds.SetInParent()
-            for entry in melds:  # type: ignore[attr-defined]
-                action.meld.melds.items.add(name=entry["name"], cards=entry["cards"])
+            if not isinstance(melds, list | tuple):
+                raise ValueError(f"melds must be a list of {{name, cards}} objects, got {melds!r}")
+            for i, entry in enumerate(melds):
+                if not isinstance(entry, Mapping):
+                    raise ValueError(f"melds[{i}] must be a {{name, cards}} object, got {entry!r}")
+                name = _text(_field(entry, "name", f"melds[{i}]"), f"melds[{i}].name")
+                cards = _texts(_field(entry, "cards", f"melds[{i}]"), f"melds[{i}].cards")
+                action.meld.melds.items.add(name=name, cards=cards)
         if data.get("points") is not None:
             action.meld.points = _integer(data["points"], "points")
         if data.get("name") is not None:
-            action.meld.name = str(data["name"])
+            action.meld.name = _text(data["name"], "name")
     elif kind == "exchange_dix":
         action.exchange_dix.SetInParent()
     elif kind == "concede":
         action.concede.SetInParent()
     elif kind == "draw":
-        action.draw.turn_up = _boolean(data["turn_up"], "turn_up")
+        action.draw.turn_up = _boolean(_field(data, "turn_up"), "turn_up")
     elif kind == "play":
-        action.play.card = str(data["card"])
+        action.play.card = _text(_field(data, "card"), "card")
     else:
         raise ValueError(f"unknown action type {kind!r}")
     return action
+
+
+def _field(data: Mapping[str, object], key: str, owner: str = "") -> object:
+    """A required field of an action (or of ``owner``, a ``melds`` entry). Missing or null it
+    is refused naming it, as the engine refuses it (MALFORMED_ACTION): it was a bare KeyError,
+    and a missing ``cards`` was sent as no cards, a meld of nothing (accepted)."""
+    value = data.get(key)
+    if value is None:
+        raise ValueError(f"{owner or data.get('type')} needs the field {key!r}")
+    return value
+
+
+def _text(value: object, field: str) -> str:
+    """A card, a suit or a name: a str. Anything else was sent as its ``str()`` ("None",
+    "5"), another value than the one given, refused by the server as a card nobody named."""
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be a string, got {value!r}")
+    return value
+
+
+def _texts(value: object, field: str) -> list[str]:
+    """A list of cards, each a str. A str was sent as its letters (``"AS"`` as "A" and "S")
+    and a mapping as its keys, another action than the one given."""
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{field} must be a list of cards, got {value!r}")
+    return [_text(card, f"{field}[{i}]") for i, card in enumerate(value)]
 
 
 def _integer(value: object, field: str) -> int:
