@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 import pytest
+import structlog
 from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from pinochle_client import RefereeClient
@@ -313,6 +314,20 @@ def test_log_line_fields_keep_zeros_and_cut_long_strings_at_max_field() -> None:
     }
     assert fields["request_id"] == "r" * logline.MAX_FIELD
     assert fields["game"] == f"{'g' * logline.MAX_FIELD}... ({logline.MAX_FIELD + 1} characters)"
+
+
+@pytest.mark.usefixtures("json_logs")
+def test_a_log_value_orjson_refuses_is_written_not_raised(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """orjson refuses a str holding a lone surrogate (what a non-UTF-8 argument gives, ``serve
+    --db $'\\xff'``) and an int beyond 64 bits: the line raised its TypeError instead, so the
+    server's first line (``serving``, which names the database) ended it in a traceback. Such a
+    line is written by the standard library's encoder, the surrogate as its escape."""
+    configure_logging("json")  # writing to the standard error capfd captures
+    structlog.get_logger().info("serving", db="/data/\udcff.db", limit=2**70)
+    entry = json.loads(capfd.readouterr().err.strip().splitlines()[-1])
+    assert (entry["event"], entry["db"], entry["limit"]) == ("serving", "/data/\udcff.db", 2**70)
 
 
 async def test_every_call_about_a_game_names_it_on_its_log_line_even_when_refused(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import json
 import logging
 import sys
 import time
@@ -123,8 +124,14 @@ class UtcTimestamp:
 
 
 def _orjson_line(event: Any, **_: Any) -> bytes:
-    """One JSON log line; values orjson cannot encode are written as their ``str``."""
-    return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS)
+    """One JSON log line; values orjson cannot encode are written as their ``str``. A str
+    holding a lone surrogate (a non-UTF-8 ``--db`` path, say) or an int beyond 64 bits, which
+    orjson refuses outright, goes through the standard library's encoder (the surrogate as its
+    escape): the refusal ended the server at its ``serving`` line, in a traceback."""
+    try:
+        return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        return json.dumps(event, default=str, separators=(",", ":")).encode()
 
 
 def _orjson_text(event: Any, **_: Any) -> str:
