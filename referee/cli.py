@@ -745,6 +745,7 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
     is exit 2: it was never published, so "valid": false, which says the deal was changed after
     the commitment, would be a false accusation."""
     from referee.audit import RecordError, parse_deal, read_record  # noqa: PLC0415
+    from referee.jsonread import RepeatedKeyError  # noqa: PLC0415
     from referee.rules.dealing import deal_commitment  # noqa: PLC0415
 
     expected = commitment.strip().lower()
@@ -770,9 +771,19 @@ def _verify_deal(commitment: str, salt: str, deal_text: str) -> int:
         return _unreadable_stdin(failed)
     try:
         text = read.decode("utf-8") if deal_text == "-" else deal_text
-        deal = parse_deal(read_record(text), "deal")  # as a record's: BOM, NaN, repeated keys
+        data = read_record(text)  # as a record's: BOM, NaN, repeated keys
+    except (RepeatedKeyError, UnicodeDecodeError) as error:  # each names what is wrong
+        print(f"pinochle-referee: {error}", file=sys.stderr)
+        return 2
+    except (ValueError, RecursionError) as error:
+        # The decoder's message alone ("Expecting value: line 1 column 1 (char 0)") named
+        # neither the argument nor JSON.
+        print(f"pinochle-referee: DEAL is not valid JSON: {error}", file=sys.stderr)
+        return 2
+    try:
+        deal = parse_deal(data, "deal")
         salt_bytes = bytes.fromhex(digits)
-    except (RecordError, ValueError, RecursionError) as error:  # JSON and UTF-8 errors too
+    except (RecordError, ValueError) as error:
         print(f"pinochle-referee: {error}", file=sys.stderr)
         return 2
     computed = deal_commitment(deal, salt_bytes)

@@ -313,3 +313,16 @@ def test_players_names_every_seat_once(names: list[str]) -> None:
     )
     assert check_verdict(audit(record(HAND0, players=None))) == 0
     assert check_verdict(audit(record(HAND0))) == 0
+
+
+@pytest.mark.parametrize("text", ["", "{", "\udcff", "[" * 100_000])
+def test_verify_deal_names_a_deal_that_is_not_json(
+    text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DEAL that is not JSON was one line naming neither the argument nor JSON
+    ("pinochle-referee: Expecting value: line 1 column 1 (char 0)"): it says so, as audit's
+    verdict for a record does ("not valid JSON: ...")."""
+    assert cli.main(["verify-deal", "0" * 64, "00a1", text]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pinochle-referee: DEAL is not valid JSON: "), err
+    assert len(err.strip().splitlines()) == 1
