@@ -460,17 +460,22 @@ def _answer(query: Mapping[Any, Any]) -> dict[str, object]:
             f" (fields: {', '.join((*fields, *COMMON_FIELDS[1:]))}){hint}",
             str(unknown[0]),
         )
-    rules = resolve_options(
-        query.get("variant", DEFAULT_VARIANT), query.get("options"), for_game=False
-    )
+    rules = resolve_options(_variant(query), query.get("options"), for_game=False)
     return _HANDLERS[kind](query, rules)
+
+
+def _variant(query: Mapping[Any, Any]) -> object:
+    """The query's variant: ``null`` is the default, as for every optional field (``options``
+    null already was); it was refused as 'unknown variant null'."""
+    variant = _optional(query, "variant")
+    return DEFAULT_VARIANT if variant is None else variant
 
 
 def _option_field(query: Mapping[Any, Any], error: OptionError) -> str:
     """The field an OptionError is about, named as CreateGame names it (``options.<name>``)."""
     if error.option is not None:
         return f"options.{error.option}"
-    variant = query.get("variant", DEFAULT_VARIANT)
+    variant = _variant(query)
     return "options" if isinstance(variant, str) and variant in VARIANTS else "variant"
 
 

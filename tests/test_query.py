@@ -181,6 +181,15 @@ class TestErrors:
         assert '"head_rule"' in error_of(bad_value)
         assert "options" in error_of({"kind": "meld", "trump": "H", "hand": [], "options": [1]})
 
+    def test_a_null_variant_is_the_default_as_null_options_are(self) -> None:
+        """Every optional field given as null is read as left out (README, "Null fields"):
+        ``options`` null was, ``variant`` null was refused as "unknown variant null"."""
+        query = {"kind": "trick_points", "cards": ["KS"], "last": True}
+        expected = ask(query)
+        assert ask({**query, "variant": None}) == expected
+        assert ask({**query, "variant": None, "options": None}) == expected
+        assert ask({**query, "variant": "double-deck"}) != expected
+
     @pytest.mark.parametrize(
         ("query", "field"),
         [
