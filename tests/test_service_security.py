@@ -304,6 +304,8 @@ async def test_every_action_type_against_every_caller(srv: Served) -> None:
                 ), where
             elif caller.role:
                 assert error.code == grpc.StatusCode.PERMISSION_DENIED, where
+                # Was "a adjudicator cannot act".
+                assert error.message.startswith(f"the {caller.role} cannot act"), where
             else:
                 assert error.code == grpc.StatusCode.UNAUTHENTICATED, where
     view = await table.adj.view()

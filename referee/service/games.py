@@ -791,7 +791,7 @@ class GameManager:
             if caller.role != SEAT or caller.seat is None:
                 raise ServiceError(
                     grpc.StatusCode.PERMISSION_DENIED,
-                    f"a {caller.role} cannot act; only a seat acts, for itself",
+                    f"the {caller.role} cannot act; only a seat acts, for itself",
                 )
             if len(request_id) > MAX_REQUEST_ID:
                 raise invalid(
