@@ -563,6 +563,19 @@ class TestScoreDeclaredRefuses:
         assert error.field == "melds[1].cards"
         assert needle in str(error)
 
+    def test_wrong_shape_messages_read_as_english(self) -> None:
+        """The article agrees with the meld's name and a "around" meld's cards are "the A of
+        each suit": the messages read "a aces_around ... a A of each suit" until 12-03."""
+        shown = "AS AH AD AC AS AH AD KH QH"
+        error = refused(shown, [("aces_around", "AS AH AD")])
+        assert "is not an aces_around: an aces_around is L copies each of the A of each suit" in (
+            str(error)
+        )
+        error = refused(shown, [("royal_marriage", "KH")])
+        assert "is not a royal_marriage: a royal_marriage is L copies each of K and Q" in str(error)
+        with pytest.raises(MeldError, match="is not one aces_around: an aces_around is the A of"):
+            one_set("aces_around", cards("AS AH AD"), HEARTS)
+
     def test_card_not_shown(self) -> None:
         error = refused("QS JS", [("pinochle", "QS JD")])
         assert error.field == "melds[0].cards"

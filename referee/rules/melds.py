@@ -444,6 +444,11 @@ def best_meld(hand: Sequence[Card], trump: Suit, table: MeldTable) -> MeldResult
 # Declared melds
 
 
+def _a(name: str) -> str:
+    """``name`` with its indefinite article, for messages: "an aces_around", "a run"."""
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 def _unit_of(
     name: str, cards: Sequence[Card], trump: Suit, field: str
 ) -> tuple[tuple[Card, ...], str]:
@@ -470,7 +475,7 @@ def _unit_of(
     if name == "dix":
         return _DIX_ROWS[trump][1], f"the 9 of trump ({tl})"
     if name in _AROUND_ROWS:
-        return _AROUND_ROWS[name][1], f"a {RANK_NAMES[_AROUND_RANK[name]]} of each suit"
+        return _AROUND_ROWS[name][1], f"the {RANK_NAMES[_AROUND_RANK[name]]} of each suit"
     if name == "pinochle":
         return _PINOCHLE_ROWS[1], "QS and JD"
     raise AssertionError(name)  # pragma: no cover - names are checked by the caller
@@ -591,8 +596,8 @@ def score_declared(
         level, remainder = divmod(len(cards), len(unit))
         if remainder or level == 0 or cards != _repeat(unit, level):
             raise MeldError(
-                f"{field}: {_cards_text(cards)} is not a {name}: a {name} is L copies each of "
-                f"{description}",
+                f"{field}: {_cards_text(cards)} is not {_a(name)}: {_a(name)} is L copies"
+                f" each of {description}",
                 field,
             )
         fit = fits[CLASS_OF[name]]
@@ -639,7 +644,8 @@ def one_set(name: str, cards: Sequence[Card], trump: Suit) -> tuple[Card, ...]:
     unit, description = _unit_of(name, ordered, trump, "cards")
     if ordered != unit:
         raise MeldError(
-            f"cards: {_cards_text(ordered)} is not one {name}: a {name} is {description}", "cards"
+            f"cards: {_cards_text(ordered)} is not one {name}: {_a(name)} is {description}",
+            "cards",
         )
     return ordered
 
