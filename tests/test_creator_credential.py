@@ -157,6 +157,42 @@ def test_an_empty_or_unreadable_credential_file_stops_the_server(
             assert f"{flag}: " in (err := capsys.readouterr().err) and says in err
 
 
+def test_a_credential_no_client_can_send_stops_the_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of 12-03: ``--creator-token é`` started a server on which no client could ever
+    create a game (gRPC metadata carries printable ASCII only), and a credential with a space
+    at either end could never match the stripped bearer token. Refused at start-up, exit 2,
+    saying where the character is but not what it is (the credential is a secret)."""
+    for name in ("ADJUDICATOR_TOKEN", "CREATOR_TOKEN"):
+        monkeypatch.delenv(ENV_PREFIX + name, raising=False)
+    for flag in ("--creator-token", "--adjudicator-token"):
+        for credential, says in (
+            ("caf\u00e9", "character 4 of the credential is not printable ASCII"),
+            ("tab\there", "character 4 of the credential is not printable ASCII"),
+            (" padded", "the credential starts or ends with a space"),
+            ("padded ", "the credential starts or ends with a space"),
+        ):
+            with pytest.raises(SystemExit) as exit_info:
+                _serve_settings(flag, credential)
+            assert exit_info.value.code == 2
+            err = capsys.readouterr().err
+            assert f"{flag}: {says}" in err and credential.strip() not in err
+        secret = tmp_path / "secret"
+        secret.write_text("s\u00e9cret\n", encoding="utf-8")
+        with pytest.raises(SystemExit):
+            _serve_settings(f"{flag}-file", str(secret))
+        err = capsys.readouterr().err
+        assert f"{flag}-file: {secret}: character 2 of the credential" in err
+    monkeypatch.setenv(ENV_PREFIX + "CREATOR_TOKEN", "\u00e9")
+    with pytest.raises(SystemExit):
+        _serve_settings()
+    assert "--creator-token: character 1" in capsys.readouterr().err
+    monkeypatch.delenv(ENV_PREFIX + "CREATOR_TOKEN")
+    # Printable ASCII with spaces inside is sendable, and kept as given.
+    assert _serve_settings("--creator-token", "a b~!").creator_token == "a b~!"
+
+
 def _serve_settings(*flags: str) -> Settings:
     return settings_from(build_parser().parse_args(["serve", *flags]))
 

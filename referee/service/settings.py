@@ -171,7 +171,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             " default: anyone may create games",
         ),
     ):
-        flag(f"{name}-token", str, what)
+        flag(f"{name}-token", _credential, what)
         flag(
             f"{name}-token-file",
             _credential_file,
@@ -360,6 +360,27 @@ _seconds = _finite_from(0.0, "a number of seconds")
 _keepalive = _finite_from(1.0, "a number of seconds")
 
 
+def _credential(text: str) -> str:
+    """A credential given on the command line or in the environment ("" for none), refused
+    unless a client can send it: it travels as ``authorization: Bearer <credential>`` metadata,
+    whose values gRPC carries as printable ASCII only, and the server strips the spaces around
+    a bearer token. A server started with ``--creator-token é`` served, and no client could
+    ever create a game. The message says where the character is, never what it is (the
+    credential is a secret)."""
+    for position, character in enumerate(text, 1):
+        if not " " <= character <= "~":
+            raise argparse.ArgumentTypeError(
+                f"character {position} of the credential is not printable ASCII, which no"
+                " client can send in its 'authorization: Bearer' metadata"
+            )
+    if text != text.strip():
+        raise argparse.ArgumentTypeError(
+            "the credential starts or ends with a space, which the server strips from the"
+            " 'authorization: Bearer' metadata a client sends, so no client could match it"
+        )
+    return text
+
+
 def _credential_file(path: str) -> str:
     """The credential a ``--*-token-file`` names ("" for no file). An empty or unreadable file
     stops the server from starting: an empty creator credential would silently let anyone
@@ -372,7 +393,10 @@ def _credential_file(path: str) -> str:
         raise argparse.ArgumentTypeError(f"cannot read {path}: {error}") from None
     if not credential:
         raise argparse.ArgumentTypeError(f"{path} is empty")
-    return credential
+    try:
+        return _credential(credential)
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{path}: {error}") from None
 
 
 class SettingsError(ValueError):
