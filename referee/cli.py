@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from referee.audit import audit_text, verdict_exit_status
+from referee.jsonread import loads_once
 from referee.rules.options import VARIANT_IDS
 from referee.store.base import database_argument, is_postgres_url
 
@@ -437,9 +438,12 @@ def _main(argv: Sequence[str] | None) -> int:
         if bool(args.tls_cert) != bool(args.tls_key):
             parser.error("demo: --tls-cert and --tls-key go together: give both or neither")
         try:
-            options = json.loads(args.options)
+            options, repeated = loads_once(args.options)
         except (ValueError, RecursionError) as error:  # a JSONDecodeError is a ValueError
             print(f"pinochle-referee: --options is not JSON: {error}", file=sys.stderr)
+            return 2
+        if repeated is not None:  # refused as in records and queries: which one was meant?
+            print(f"pinochle-referee: --options: {repeated}", file=sys.stderr)
             return 2
         if options is not None and not isinstance(options, dict):
             # null is the variant's defaults; a list or a number reached the client's Struct

@@ -445,6 +445,18 @@ def test_demo_options_that_are_not_an_object_are_one_line_not_a_traceback(
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("options", ['{"target": 1, "target": 2}', '{"a": {"b": 1, "b": 1}}'])
+def test_demo_options_naming_a_key_twice_are_refused(
+    options: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review of 12-03: the demo took the last of a repeated key, where records and rules
+    queries refuse the text (``referee.jsonread``): JSON readers differ on which one counts."""
+    assert main(["demo", "--variant", "partnership", "--options", options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pinochle-referee: --options: the key ") and "appears twice" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize(
     ("flags", "says"),
     [
