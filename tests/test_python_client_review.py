@@ -88,6 +88,10 @@ async def test_an_action_is_sent_as_given_or_not_at_all(tmp_path: Path) -> None:
             ({"type": "meld", "cards": [], "melds": [{"name": "run"}]}, "cards"),
             ({"type": "meld", "cards": [], "melds": ["run"]}, r"melds\[0\]"),
             ({"type": "draw"}, "turn_up"),
+            # A field the type does not take was dropped: a plain bid went out (12-03).
+            ({"type": "bid", "amount": 250, "extra": 1}, "bid takes no field 'extra'"),
+            ({"type": "play", "card": "AS", "seat": 1}, "play takes no field 'seat'"),
+            ({"type": "concede", "help": True}, "concede takes no field 'help'"),
         ):
             with pytest.raises(ValueError, match=field):
                 await seat.submit(action)

@@ -122,8 +122,8 @@ ACTION_TYPES: Final = (
     "play",
 )
 
-# Fields each type takes: name -> required?
-_FIELDS: Final[dict[str, dict[str, bool]]] = {
+# Fields each type takes: name -> required? (The service's and clients' JSON forms take the same.)
+ACTION_FIELDS: Final[dict[str, dict[str, bool]]] = {
     "bid": {"amount": True},
     "pass": {"help": False},
     "bid_or_redeal": {},
@@ -204,11 +204,11 @@ def decode_action(data: object, *, seat_key: bool = False) -> Action:
     elif not isinstance(data, Mapping):
         raise _malformed("an action must be a JSON object with a type")
     kind = data.get("type")
-    if not isinstance(kind, str) or kind not in _FIELDS:
+    if not isinstance(kind, str) or kind not in ACTION_FIELDS:
         raise _malformed(
             f"unknown action type {kind!r}; expected one of {', '.join(ACTION_TYPES)}", "type"
         )
-    fields = _FIELDS[kind]
+    fields = ACTION_FIELDS[kind]
     for key in data:
         if key != "type" and key not in fields and not (seat_key and key == "seat"):
             raise _malformed(f"{kind} takes no field {key!r}", str(key))
@@ -249,7 +249,7 @@ def decode_action(data: object, *, seat_key: bool = False) -> Action:
         return ExchangeDix()
     if kind == "concede":
         return Concede()
-    return Draw(_bool(data["turn_up"], "turn_up"))  # the last type of _FIELDS
+    return Draw(_bool(data["turn_up"], "turn_up"))  # the last type of ACTION_FIELDS
 
 
 def action_type(action: Action) -> str:

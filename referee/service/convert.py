@@ -21,6 +21,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.json_format import MessageToDict
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.engine.actions import ACTION_FIELDS
 from referee.engine.events import Event
 from referee.store.base import compact_json
 
@@ -146,8 +147,19 @@ def action_to_json(action: pb.Action) -> dict[str, object]:
 
 
 def action_from_json(data: Mapping[str, object]) -> pb.Action:
-    """The protobuf form of an A.4 JSON action (used by clients and tests)."""
+    """The protobuf form of an A.4 JSON action (used by clients and tests).
+
+    A field the type does not take is refused, naming it, as the engine refuses it
+    (MALFORMED_ACTION): it was dropped, and ``{"type": "bid", "amount": 250, "extra": 1}``
+    went out as a plain bid, another action than the one given. A record's ``seat`` too: a
+    seat acts with its own token."""
     kind = data.get("type")
+    fields = ACTION_FIELDS.get(kind) if isinstance(kind, str) else None
+    if fields is not None:
+        for key in data:
+            if key != "type" and key not in fields:
+                taken = f"only {', '.join(fields)}" if fields else "no other field"
+                raise ValueError(f"{kind} takes no field {key!r} ({taken})")
     action = pb.Action()
     if kind == "bid":
         action.bid.amount = _integer(_field(data, "amount"), "amount")

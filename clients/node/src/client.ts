@@ -596,7 +596,35 @@ function sendableToken(token: string | undefined, field: string): string | undef
   return trimmed;
 }
 
+/** The fields each action type takes besides `type` (the engine's `ACTION_FIELDS`, RULES.md
+ * A.4). */
+const ACTION_FIELDS: Readonly<Record<ActionType, readonly string[]>> = {
+  bid: ["amount"],
+  pass: ["help"],
+  bid_or_redeal: [],
+  declare_trump: ["suit"],
+  pass_cards: ["cards"],
+  discard: ["cards"],
+  meld: ["cards", "melds", "points", "name"],
+  exchange_dix: [],
+  concede: [],
+  draw: ["turn_up"],
+  play: ["card"],
+};
+
 export function actionToProto(action: Action): ProtoAction {
+  // A field the type does not take (a plain JavaScript caller's typo, or a record's `seat`)
+  // is refused naming it, as the engine refuses it (MALFORMED_ACTION) and the Python client
+  // does: it was dropped, and `{type: "bid", amount: 250, extra: 1}` went out as a plain bid.
+  const fields = Object.hasOwn(ACTION_FIELDS, action.type) ? ACTION_FIELDS[action.type] : undefined;
+  if (fields !== undefined) {
+    for (const key of Object.keys(action)) {
+      if (key !== "type" && !fields.includes(key)) {
+        const taken = fields.length ? `only ${fields.join(", ")}` : "no other field";
+        throw new TypeError(`${action.type} takes no field ${JSON.stringify(key)} (${taken})`);
+      }
+    }
+  }
   switch (action.type) {
     case "bid":
       return { bid: { amount: int32(action.amount, "amount") } };

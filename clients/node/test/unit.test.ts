@@ -66,6 +66,14 @@ test("actions map to the Action oneof", () => {
     meld: { cards: [], melds: { items: [] }, points: 0 },
   });
   assert.throws(() => actionToProto({ type: "nap" } as never), TypeError);
+  // A field the type does not take was dropped: a plain bid went out (12-03).
+  for (const [action, says] of [
+    [{ type: "bid", amount: 250, extra: 1 }, /bid takes no field "extra" \(only amount\)/],
+    [{ type: "play", card: "AS", seat: 1 }, /play takes no field "seat"/],
+    [{ type: "concede", help: true }, /concede takes no field "help" \(no other field\)/],
+  ] as const) {
+    assert.throws(() => actionToProto(action as never), says);
+  }
 });
 
 test("the bots leave out the two-handed drawn-card lead, which names no card", () => {
