@@ -297,6 +297,22 @@ def _legal_plays(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]:
                 f" ({len(trick)} cards played)",
                 "seat_of_partner_in_trick",
             )
+        if rules.partnerships and partner != len(trick) - 2:
+            # The partner sits opposite: its card, if played, is the one two before this
+            # seat's. Another index names an opponent's card, a position no game reaches,
+            # and the answer would be a plausible but wrong legal set. (Cutthroat's
+            # defenders are partners against the declarer, who may have played anywhere.)
+            where = (
+                f"trick[{len(trick) - 2}]"
+                if len(trick) >= 2
+                else "none yet: the partner plays after this seat"
+            )
+            raise QueryError(
+                f"seat_of_partner_in_trick: in {rules.variant} the partner sits opposite, so"
+                f" its card is the one played two before this seat's ({where}), not"
+                f" trick[{partner}]",
+                "seat_of_partner_in_trick",
+            )
         partner_winning = trick_winner(trick, trump) == partner
 
     legal = legal_plays(hand, trick, trump, play_rules, partner_winning)

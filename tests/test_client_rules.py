@@ -86,7 +86,8 @@ async def test_score_meld_refused(srv: Served) -> None:
 
 
 async def test_legal_plays_matches_the_reference(srv: Served) -> None:
-    hand, trick = ["AS", "9S", "AH", "JD"], ["10S", "9H", "KS"]
+    # The partner sits opposite: its card is trick[1] (here the winning 10).
+    hand, trick = ["AS", "9S", "AH", "JD"], ["KS", "10S", "QS"]
     no_head = {"head_over_partner": False}
     cases: list[dict[str, Any]] = [
         {"variant": "partnership", "hand": ["AS", "10S", "KH", "9D", "QC"], "trick": ["QS", "AD"]},
@@ -97,7 +98,7 @@ async def test_legal_plays_matches_the_reference(srv: Served) -> None:
             "hand": hand,
             "trick": trick,
             "options": no_head,
-            "seat_of_partner_in_trick": 0,
+            "seat_of_partner_in_trick": 1,
         },
         {"variant": "two-handed", "hand": hand, "trick": ["AS"], "phase": "stock"},
         {"variant": "two-handed", "hand": hand, "trick": ["AS"], "phase": "playoff"},
@@ -118,7 +119,7 @@ async def test_legal_plays_matches_the_reference(srv: Served) -> None:
     # The partner's winning card frees the player from heading it (head_over_partner off).
     assert await srv.client.legal_plays("partnership", hand, trick, "D", no_head) == ["AS"]
     assert await srv.client.legal_plays(
-        "partnership", hand, trick, "D", no_head, seat_of_partner_in_trick=0
+        "partnership", hand, trick, "D", no_head, seat_of_partner_in_trick=1
     ) == ["AS", "9S"]
 
 
@@ -127,6 +128,11 @@ async def test_legal_plays_refused(srv: Served) -> None:
     assert error.code == INVALID and error.fields == ["trick[1]"]
     error = await refusal(
         srv.client.legal_plays("partnership", ["AS"], ["QS"], "H", seat_of_partner_in_trick=3)
+    )
+    assert error.code == INVALID and error.fields == ["seat_of_partner_in_trick"]
+    # An opponent's card named as the partner's: a position no partnership game reaches.
+    error = await refusal(
+        srv.client.legal_plays("partnership", ["AS"], ["QS", "KS"], "H", seat_of_partner_in_trick=1)
     )
     assert error.code == INVALID and error.fields == ["seat_of_partner_in_trick"]
     error = await refusal(srv.client.legal_plays("partnership", ["AS"], [], "H", phase="stock"))

@@ -314,8 +314,33 @@ class TestLegalPlays:
 
     def test_partner_not_winning_must_still_be_headed(self) -> None:
         off = {"head_over_partner": False}
-        answer = ask(self.query(trick=self.TRICK, seat_of_partner_in_trick=0, options=off))
+        trick = ["9C", "QC", "10C"]  # the partner (index 1) played the Q; the 10 is winning
+        answer = ask(self.query(trick=trick, seat_of_partner_in_trick=1, options=off))
         assert answer == {"legal": ["AC"]}
+
+    @pytest.mark.parametrize("variant", ["partnership", "double-deck", "partnership-no-bid"])
+    @pytest.mark.parametrize(("trick", "partner"), [(["9C"], 0), (["9C", "10C"], 1), (TRICK, 0)])
+    def test_a_partner_anywhere_but_opposite_is_refused(
+        self, variant: str, trick: list[str], partner: int
+    ) -> None:
+        """Review of 12-03: the partner sits opposite, so its card is the one played two
+        before this seat's; another index named an opponent's card (a position no game
+        reaches) and the answer was a plausible but wrong legal set."""
+        query = self.query(variant=variant, trick=trick, seat_of_partner_in_trick=partner)
+        if variant == "double-deck":
+            query["hand"] = ["AC", "JC", "KH"]  # no nines in its deck
+            query["trick"] = [c.replace("9", "J") for c in trick]
+        message = error_of(query)
+        assert message.startswith("seat_of_partner_in_trick: in ") and "opposite" in message
+        assert f"not trick[{partner}]" in message
+
+    def test_cutthroat_defenders_partner_is_anywhere_in_the_trick(self) -> None:
+        """Cutthroat's defenders are partners against the declarer, who may have led or
+        played second: both places are possible."""
+        off = {"head_over_partner": False}
+        cutthroat = self.query(variant="cutthroat", trick=["10C", "9C"], options=off)
+        assert ask({**cutthroat, "seat_of_partner_in_trick": 0}) == {"legal": ["AC", "JC"]}
+        assert ask({**cutthroat, "seat_of_partner_in_trick": 1}) == {"legal": ["AC"]}
 
     def test_head_over_partner_by_default(self) -> None:
         assert ask(self.query(trick=self.TRICK, seat_of_partner_in_trick=1)) == {"legal": ["AC"]}

@@ -100,7 +100,7 @@ describe("rules queries through the Node client", () => {
       ["AS", "10S"],
     );
     const hand = ["AS", "9S", "AH", "JD"];
-    const trick = ["10S", "9H", "KS"];
+    const trick = ["KS", "10S", "QS"]; // the partner (opposite: trick[1]) wins with the 10
     const noHead = { head_over_partner: false };
     assert.deepEqual(
       await client.legalPlays({ variant: "partnership", options: noHead, hand, trick, trump: "D" }),
@@ -114,7 +114,7 @@ describe("rules queries through the Node client", () => {
         hand,
         trick,
         trump: "D",
-        seatOfPartnerInTrick: 0,
+        seatOfPartnerInTrick: 1,
       }),
       ["AS", "9S"],
     );
