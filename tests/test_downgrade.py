@@ -16,6 +16,7 @@ import signal
 import socket
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -447,6 +448,21 @@ async def test_a_postgres_replica_downgraded_while_its_listener_reconnects_stops
                     while not store.listener_pid:
                         await asyncio.sleep(0.05)
                 before = await pg_rows(schema, _STORED_ROWS)
+                # A watch open before: it would hear nothing more, ever, so it ends, resumable.
+                received: list[dict[str, Any]] = []
+
+                async def watch_until_refused() -> RefereeError | None:
+                    try:
+                        async for item in table.adj.watch(0):
+                            received.append(item)
+                    except RefereeError as error:
+                        return error
+                    return None
+
+                watching = asyncio.ensure_future(watch_until_refused())
+                async with asyncio.timeout(10):
+                    while not received:
+                        await asyncio.sleep(0.02)
 
                 held, release = _hold_reconnection(store, monkeypatch)
                 await _lose_the_listener(store, schema)
@@ -473,6 +489,20 @@ async def test_a_postgres_replica_downgraded_while_its_listener_reconnects_stops
                     )
                     assert "database schema was changed under it" in refused.value.message
                 assert await pg_rows(schema, _STORED_ROWS) == before
+                ended = await asyncio.wait_for(watching, 10)
+                assert ended is not None, "the watch stream stayed open"
+                assert (ended.code, ended.reason) == (
+                    grpc.StatusCode.UNAVAILABLE,
+                    "STORE_SCHEMA_CHANGED",
+                )
+                last_seq = received[-1]["event"]["seq"]
+                assert ended.metadata["after_seq"] == str(last_seq)
+                assert f"watch again with after_seq={last_seq} (to another server)" in (
+                    ended.message
+                )
+                with pytest.raises(RefereeError) as again:  # a new one is refused alike
+                    await anext(table.adj.watch(0))
+                assert again.value.reason == "STORE_SCHEMA_CHANGED"
                 watch.cancel()
         finally:
             await running.stop(0)

@@ -1871,10 +1871,13 @@ async def test_postgres_a_downgrade_while_the_listener_reconnects_stops_the_stor
             after = [r for r in caplog.records if r.levelno >= logging.ERROR]
             assert after == errors  # logged once: the refusals log nothing of their own
 
-            # changes() yields nothing more, and ends with close() as before.
-            assert heard.empty() and not following.done()
-            await store.close()
-            await asyncio.wait_for(following, timeout=5)
+            # changes() yields nothing more: it ends, saying why (the server then ends its
+            # watch streams, which would otherwise stay open and silent for good).
+            with pytest.raises(SchemaChanged, match=re.escape(expected)):
+                await asyncio.wait_for(following, timeout=5)
+            assert heard.empty()
+            with pytest.raises(SchemaChanged):  # and so does every later call
+                await anext(store.changes())
         finally:
             following.cancel()
             await store.close()
@@ -1927,6 +1930,8 @@ async def test_postgres_a_listener_waits_for_a_downgrade_under_way_then_stops_th
             assert await asyncio.wait_for(downgrade, 10) == PG_SCHEMA_VERSION
             refused = await _stops_serving(store)
             assert f"has schema version {older}, but this release serves" in str(refused)
+            with pytest.raises(SchemaChanged):
+                await asyncio.wait_for(following, timeout=5)
             with pytest.raises(SchemaChanged):
                 await store.commit(make_commit("g1", 1))
             assert await _serving_lock_holders_become(schema, []) == []

@@ -149,3 +149,18 @@ def error_details(error: grpc.RpcError) -> dict[str, object]:
             detail.Unpack(bad)
             out["fields"] = [v.field for v in bad.field_violations]
     return out
+
+
+def schema_changed() -> ServiceError:
+    """The answer of a server whose store stopped serving its schema, changed under it (a
+    downgrade while it held no serving lock: ``SchemaChanged``). UNAVAILABLE: the request is
+    fine and nothing of it was written, so the same request (the same ``request_id``) may be
+    sent to another replica, which the balancer now prefers, this one's readiness being
+    NOT_SERVING; this one refuses until it is restarted. The store's message (database, schema,
+    versions) stays in the log, like every store failure's."""
+    return ServiceError(
+        grpc.StatusCode.UNAVAILABLE,
+        "this server has stopped serving: its database schema was changed under it (a"
+        " downgrade?); nothing was written, and the same request may be sent to another server",
+        reason="STORE_SCHEMA_CHANGED",
+    )

@@ -54,7 +54,7 @@ from referee.service.auth import (
     token_hash,
 )
 from referee.service.convert import add_event, json_text, stored_event_to_proto
-from referee.service.errors import ServiceError, invalid, over_limit
+from referee.service.errors import ServiceError, invalid, over_limit, schema_changed
 from referee.service.limits import RefusalBudgets
 from referee.service.logline import annotate
 from referee.service.settings import (
@@ -77,6 +77,7 @@ from referee.store.base import (
     GameStore,
     GameSummary,
     LogRow,
+    SchemaChanged,
     TooManyGames,
     UnknownGame,
     UnreadableAuditEntry,
@@ -221,9 +222,10 @@ class GameManager:
         self.events_in_memory = min(events_in_memory, watch_window)
         self.keep_responses = keep_responses  # seconds after a game ends; 0: for ever
         self.watching = 0  # WatchGame streams open (referee_watchers_active)
-        # Set by stop_watching when the server shuts down: every stream ends, resumable.
-        self.stopping = False
-        self._stopped: asyncio.Future[None] | None = None  # resolved by stop_watching
+        # Set by end_watches (the server shutting down, the store no longer serving): how every
+        # stream ends, resumable, given the seq it sent last and the game's version.
+        self._watch_ending: Callable[[int, int], ServiceError] | None = None
+        self._stopped: asyncio.Future[None] | None = None  # resolved by end_watches
         # The idle threshold of the last recount of referee_games_active (recount_active_games):
         # the gauge counts the games active since then, plus those created or woken after it.
         # None: every game in progress is counted (no recount yet, or games never go idle).
@@ -611,15 +613,25 @@ class GameManager:
                     self._retire(live)  # it ended on another replica
 
     async def follow_changes(self) -> None:
-        """Fold in other replicas' commits as the store announces them (runs until cancelled)."""
+        """Fold in other replicas' commits as the store announces them (runs until cancelled).
+
+        A store that stopped serving its schema (``SchemaChanged``: changed under it, see
+        :mod:`referee.store.postgres`) announces nothing more, ever: every WatchGame stream
+        then ends UNAVAILABLE, reason STORE_SCHEMA_CHANGED, resumable on another replica, where
+        it used to stay open and silent for good; new ones are refused alike. Then this waits
+        to be cancelled at shutdown, as a loop the server would otherwise start again."""
         log = structlog.get_logger("referee.games")
-        async for game_id in self.store.changes():
-            if game_id == ALL_GAMES:  # announcements may have been lost: check every game
-                held = list(self.games.values())
-            else:
-                held = [live] if (live := self.games.get(game_id)) is not None else []
-            for live in held:
-                await self._fold_in(live, log)
+        try:
+            async for game_id in self.store.changes():
+                if game_id == ALL_GAMES:  # announcements may have been lost: check every game
+                    held = list(self.games.values())
+                else:
+                    held = [live] if (live := self.games.get(game_id)) is not None else []
+                for live in held:
+                    await self._fold_in(live, log)
+        except SchemaChanged:
+            self.end_watches(_store_lost)
+            await asyncio.get_running_loop().create_future()  # until cancelled
 
     async def _fold_in(self, live: LiveGame, log: structlog.stdlib.BoundLogger) -> None:
         """Catch ``live`` up with the store's log; if the store fails, it goes among the games
@@ -1221,8 +1233,8 @@ class GameManager:
         read from the store's log and sent as events.
         """
         live, caller = await self.get(game_id, token)  # with a shared store: caught up
-        if self.stopping:
-            raise _shutting_down(after_seq, live.state.version)
+        if self._watch_ending is not None:
+            raise self._watch_ending(after_seq, live.state.version)
         if after_seq > live.event_count:
             # Nobody can have received an event the game has not had: the cursor belongs to
             # another game, or is corrupt. Accepted, it would skip every event up to it silently.
@@ -1300,8 +1312,8 @@ class GameManager:
                     yield pb.WatchGameResponse(event=stored_event_to_proto(stored))
             if live.state.over and live.event_count <= sent:
                 return  # every event sent, the last one included
-            if self.stopping:
-                raise _shutting_down(sent, live.state.version)
+            if self._watch_ending is not None:
+                raise self._watch_ending(sent, live.state.version)
             if live.event_count <= sent:
                 loop = asyncio.get_running_loop()
                 if live.changed is None:
@@ -1364,7 +1376,14 @@ class GameManager:
         resume (on another replica, or this server once it is back); a new stream is refused
         the same way. The shutdown then waits only for the unary calls in flight.
         """
-        self.stopping = True
+        self.end_watches(_shutting_down)
+
+    def end_watches(self, ending: Callable[[int, int], ServiceError]) -> None:
+        """End every WatchGame stream now, and refuse new ones, with ``ending(after_seq,
+        version)``: each stream first sends the events already committed. The first ending
+        given stays (a shutdown after the store stopped serving keeps saying why)."""
+        if self._watch_ending is None:
+            self._watch_ending = ending
         if self._stopped is not None and not self._stopped.done():
             self._stopped.set_result(None)
 
@@ -1722,6 +1741,24 @@ def _shutting_down(after_seq: int, version: int) -> ServiceError:
         f"the server is shutting down; {resume} (to another server, or to this one once it is"
         " back)",
         reason="SHUTTING_DOWN",
+        metadata={"after_seq": str(after_seq), "version": str(version)},
+    )
+
+
+def _store_lost(after_seq: int, version: int) -> ServiceError:
+    """How a WatchGame stream ends when the store stopped serving its schema (``SchemaChanged``,
+    GameManager.follow_changes): as every call of this server is answered then
+    (``schema_changed``), with where to resume, on another server."""
+    refused = schema_changed()
+    resume = (
+        f"watch again with after_seq={after_seq}"
+        if after_seq
+        else "nothing was sent: send the same request again"
+    )
+    return ServiceError(
+        refused.code,
+        f"{refused.message}; {resume} (to another server)",
+        reason=refused.reason,
         metadata={"after_seq": str(after_seq), "version": str(version)},
     )
 

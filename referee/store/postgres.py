@@ -70,7 +70,8 @@ Serving lock
     the store stops serving it for good (``_stop_serving``): one error in the log, the lock
     let go, and every read and write refused with :class:`SchemaChanged` before it takes a
     connection, so the server's readiness turns NOT_SERVING and its calls are answered
-    UNAVAILABLE. A newer version is served on (a rolling upgrade, see :data:`MIGRATIONS`).
+    UNAVAILABLE; ``changes()`` raises it too, and the server ends its watch streams. A newer
+    version is served on (a rolling upgrade, see :data:`MIGRATIONS`).
 
     What remains is the gap itself: writes made between the end of the listener's session
     and that check (the pause before reconnecting, 0.25 s at first and longer while it
@@ -1142,7 +1143,8 @@ class PostgresStore:
 
         On each new connection it takes the serving lock, then reads the schema's version:
         one older than this code's was downgraded (or worse) while no lock was held, and the
-        store stops serving it (``_stop_serving``) instead of listening."""
+        store stops serving it (``_stop_serving``) instead of listening: this then raises
+        ``SchemaChanged``, as it does when called after that."""
         self._open_pool()
         delay = 0.25
         while not self._closed and self._schema_lost is None:
@@ -1208,11 +1210,11 @@ class PostgresStore:
             finally:
                 self.listener_pid = 0
                 await conn.close()
-        # Stopped serving: nothing to listen for. Wait for close() rather than end, which the
-        # server would take for a failure of its loop following the changes (keep_running)
-        # and start it again, logging each time.
-        while not self._closed:
-            await asyncio.sleep(LISTEN_POLL_SECONDS)
+        # Stopped serving: nothing more will be announced, ever. Said as the reads and writes
+        # say it, so the server ends its watch streams (GameManager.follow_changes) rather
+        # than leave them open and silent for good.
+        if self._schema_lost is not None and not self._closed:
+            raise SchemaChanged(self._schema_lost)
 
     def _stop_serving(self, found: int) -> None:
         """Stop serving the schema, found at version ``found`` (older than this code's) by a
