@@ -226,6 +226,9 @@ class GameManager:
         # stream ends, resumable, given the seq it sent last and the game's version.
         self._watch_ending: Callable[[int, int], ServiceError] | None = None
         self._stopped: asyncio.Future[None] | None = None  # resolved by end_watches
+        # Set when the store stopped serving its schema (follow_changes): for good, so the
+        # housekeeping stops too, instead of failing and logging every round.
+        self.store_stopped = False
         # The idle threshold of the last recount of referee_games_active (recount_active_games):
         # the gauge counts the games active since then, plus those created or woken after it.
         # None: every game in progress is counted (no recount yet, or games never go idle).
@@ -630,6 +633,7 @@ class GameManager:
                 for live in held:
                     await self._fold_in(live, log)
         except SchemaChanged:
+            self.store_stopped = True
             self.end_watches(_store_lost)
             await asyncio.get_running_loop().create_future()  # until cancelled
 
@@ -651,7 +655,8 @@ class GameManager:
     async def keep_house(self, every: float) -> None:
         """Every ``every`` seconds (until cancelled): catch up the games ``behind`` (an
         announced change that failed to fold in), drop idle games from memory
-        (``evict_idle_games``) and set ``referee_games_active`` from the store.
+        (``evict_idle_games``) and set ``referee_games_active`` from the store. Nothing once
+        the store has stopped serving its schema (``store_stopped``).
 
         A replica counts the games it creates and sees end, but games also become idle, and
         with a shared store other replicas create and finish games too; the database's count
@@ -661,6 +666,8 @@ class GameManager:
         log = structlog.get_logger("referee.games")
         while True:
             await asyncio.sleep(every)
+            if self.store_stopped:  # said once, by the store; every read would fail alike
+                continue
             for game_id in list(self.behind):
                 live = self.games.get(game_id)
                 if live is None:
