@@ -1738,17 +1738,12 @@ def _view_with_id(
 
 def _shutting_down(after_seq: int, version: int) -> ServiceError:
     """How a WatchGame stream ends when the server shuts down (GameManager.stop_watching)."""
-    resume = (
-        f"watch again with after_seq={after_seq}"
-        if after_seq
-        else "nothing was sent: send the same request again"
-    )
-    return ServiceError(
-        grpc.StatusCode.UNAVAILABLE,
-        f"the server is shutting down; {resume} (to another server, or to this one once it is"
-        " back)",
-        reason="SHUTTING_DOWN",
-        metadata={"after_seq": str(after_seq), "version": str(version)},
+    return _watch_ended(
+        "the server is shutting down",
+        "SHUTTING_DOWN",
+        "to another server, or to this one once it is back",
+        after_seq,
+        version,
     )
 
 
@@ -1757,15 +1752,21 @@ def _store_lost(after_seq: int, version: int) -> ServiceError:
     GameManager.follow_changes): as every call of this server is answered then
     (``schema_changed``), with where to resume, on another server."""
     refused = schema_changed()
+    return _watch_ended(refused.message, refused.reason, "to another server", after_seq, version)
+
+
+def _watch_ended(why: str, reason: str, where: str, after_seq: int, version: int) -> ServiceError:
+    """A WatchGame stream ended by the server (``end_watches``): UNAVAILABLE, saying ``why``
+    and how to resume (``where``), ``after_seq`` and ``version`` in its metadata."""
     resume = (
         f"watch again with after_seq={after_seq}"
         if after_seq
         else "nothing was sent: send the same request again"
     )
     return ServiceError(
-        refused.code,
-        f"{refused.message}; {resume} (to another server)",
-        reason=refused.reason,
+        grpc.StatusCode.UNAVAILABLE,
+        f"{why}; {resume} ({where})",
+        reason=reason,
         metadata={"after_seq": str(after_seq), "version": str(version)},
     )
 
