@@ -33,6 +33,7 @@ from referee.service.convert import dict_to_struct
 from referee.service.errors import error_details
 from referee.service.server import (
     SERVICE_NAMES,
+    HealthServicer,
     bare_host,
     connection_age_options,
     db_for_log,
@@ -236,6 +237,35 @@ async def test_health_watches_end_as_the_shutdown_begins(tmp_path: Path) -> None
             assert await asyncio.wait_for(watch.read(), 30) is grpc.aio.EOF
             assert await watch.code() == grpc.StatusCode.OK
         await asyncio.wait_for(stopping, 30)
+
+
+async def test_a_health_watch_sends_not_serving_when_the_shutdown_begins_during_a_write() -> None:
+    """Was: a Watch that was still writing SERVING when the shutdown began found, once the
+    write returned, the shutdown under way and ended (OK) without sending NOT_SERVING, so a
+    balancer watching read a clean end after SERVING. Seen about once in twenty stops of a
+    loaded server (``test_a_stop_signal_reports_not_serving_then_exits_cleanly``). Now it
+    reads the status again after each write."""
+    health = HealthServicer()
+    writing = asyncio.Event()
+    release = asyncio.Event()
+    sent: list[int] = []
+
+    class SlowContext:
+        async def write(self, message: health_pb2.HealthCheckResponse) -> None:
+            sent.append(message.status)
+            if len(sent) == 1:
+                writing.set()
+                await release.wait()
+
+    watch = asyncio.ensure_future(
+        health.Watch(health_pb2.HealthCheckRequest(), SlowContext())  # type: ignore[arg-type]
+    )
+    await asyncio.wait_for(writing.wait(), 10)
+    await health.enter_graceful_shutdown()
+    release.set()
+    await asyncio.wait_for(watch, 10)
+    assert sent == [SERVING, NOT_SERVING]
+    assert health.slots.open == 0
 
 
 async def test_the_audit_log_pages_within_a_small_response_limit(tmp_path: Path) -> None:

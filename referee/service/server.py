@@ -359,6 +359,7 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
                 if status != sent:
                     await context.write(health_pb2.HealthCheckResponse(status=status))
                     sent = status
+                    continue  # the status may have changed, or the shutdown begun, meanwhile
                 if self._shutting_down:
                     return
                 await wake.wait()
