@@ -18,7 +18,7 @@ from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from referee.service import server as server_module
-from referee.service.server import SERVICE_NAMES
+from referee.service.server import SERVICE_NAMES, HealthServicer, StoreHealth
 from referee.store.base import ALL_GAMES, StoreError
 from referee.store.postgres import PostgresStore
 from tests.service_helpers import health_stub, new_table, play_step, quiet_logs, serving
@@ -160,3 +160,28 @@ async def test_a_replica_whose_change_listener_fails_still_follows_the_other(
                     await asyncio.gather(watching, return_exceptions=True)
                 assert failures == 1
                 assert restarts("follow-store-changes") == before + 1
+
+
+async def test_a_readiness_check_cancelled_as_the_store_answers_ends() -> None:
+    """Was: the readiness check bounded its ping with ``asyncio.wait_for``, which in Python
+    3.11 returns the ping's answer when the check is cancelled in the loop turn the answer
+    comes in: the cancellation was lost, the loop went on checking every few seconds, and
+    ``Running.stop``, which cancels it and waits for it to end, waited for ever. A stop of a
+    server whose store had stopped serving its schema (each ping refused at once, every
+    0.05 s) hung so in ``test_a_postgres_replica_downgraded_while_its_listener_reconnects_
+    stops_serving``. Now the ping is bounded with ``asyncio.timeout`` and the check ends
+    cancelled. Here the answer and the cancellation come in the same turn."""
+    pinged, answer = asyncio.Event(), asyncio.Event()
+
+    class AnsweringStore:
+        async def ping(self) -> None:
+            pinged.set()
+            await answer.wait()
+
+    readiness = StoreHealth(AnsweringStore(), HealthServicer(), every=60.0)  # type: ignore[arg-type]
+    checking = asyncio.ensure_future(readiness.check())
+    await asyncio.wait_for(pinged.wait(), 10)
+    answer.set()  # the store answers in this turn...
+    checking.cancel()  # ...and the server's stop cancels the check in it too
+    with pytest.raises(asyncio.CancelledError):
+        await checking

@@ -671,11 +671,22 @@ class StoreHealth:
             await self.check()
 
     async def check(self) -> None:
+        """Ping the store once and follow what it found.
+
+        The ping is bounded with ``asyncio.timeout``, not ``asyncio.wait_for``: Python 3.11's
+        ``wait_for`` returns the ping's result when the check is cancelled in the loop turn
+        the ping ends in, so the cancellation was lost. ``Running.stop`` cancels this loop and
+        waits for it to end, and the server's stop then waited for ever. On a loaded machine
+        a stop hung so once in 40 runs of ``test_a_postgres_replica_downgraded_while_its_
+        listener_reconnects_stops_serving`` (a store that stopped serving: each ping refused
+        at once, every 0.05 s) and once in the first run of ``test_background`` (a ping
+        stand-in that answers at once, every 0.02 s)."""
         log = structlog.get_logger("referee.store")
         service = SERVICE_NAMES[0]  # RefereeService
         timeout = max(self.every, STORE_CHECK_TIMEOUT_SECONDS)
         try:
-            await asyncio.wait_for(self.store.ping(), timeout=timeout)
+            async with asyncio.timeout(timeout):
+                await self.store.ping()
         except (StoreError, TimeoutError) as error:
             metrics.STORE_REACHABLE.set(0)
             if self.reachable:
