@@ -19,6 +19,7 @@ from structlog.testing import capture_logs
 
 from referee.service import server as server_module
 from referee.service.server import SERVICE_NAMES, HealthServicer, StoreHealth
+from referee.store import postgres as postgres_module
 from referee.store.base import ALL_GAMES, StoreError
 from referee.store.postgres import PostgresStore
 from tests.service_helpers import health_stub, new_table, play_step, quiet_logs, serving
@@ -185,3 +186,60 @@ async def test_a_readiness_check_cancelled_as_the_store_answers_ends() -> None:
     checking.cancel()  # ...and the server's stop cancels the check in it too
     with pytest.raises(asyncio.CancelledError):
         await checking
+
+
+class _ListeningConnection:
+    """What ``PostgresStore.changes`` uses of its connection: nothing is announced, and the
+    first keep-alive is answered once ``answer`` is set; ``again`` is set by any later one."""
+
+    def __init__(self) -> None:
+        self.keep_alive, self.answer, self.again = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self.info = type("Info", (), {"backend_pid": 4242})()
+
+    async def execute(self, query: object) -> None:
+        if query != "SELECT 1":  # LISTEN
+            return
+        if self.keep_alive.is_set():
+            self.again.set()
+            await asyncio.Event().wait()  # never answered: a cancellation ends it
+        self.keep_alive.set()
+        await self.answer.wait()
+
+    async def notifies(self, *, timeout: float) -> AsyncIterator[object]:
+        nothing: tuple[object, ...] = ()  # announced within the poll
+        for notify in nothing:
+            yield notify
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_change_listener_cancelled_as_its_keep_alive_is_answered_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Was: the change listener bounded its keep-alive with ``asyncio.wait_for``, which in
+    Python 3.11 returns the answer when the listener is cancelled in the loop turn the answer
+    comes in: the cancellation was lost and the listener went on listening, while
+    ``Running.stop`` waited for it to end (the store closes only after). Now it is bounded
+    with ``asyncio.timeout`` and the listener ends cancelled, asking nothing more."""
+    monkeypatch.setattr(postgres_module, "LISTEN_KEEPALIVE_SECONDS", 0.0)  # one every poll
+    store = PostgresStore("postgresql://127.0.0.1:1/unused")
+    connection = _ListeningConnection()
+    store._pool = object()  # type: ignore[assignment]  # open (no connection is taken)
+    store._lock_holder = connection  # type: ignore[assignment]  # as open() leaves it
+    store.channel = "pinochle_referee"
+
+    async def listen() -> None:
+        async for _ in store.changes():
+            pass
+
+    listening = asyncio.ensure_future(listen())
+    await asyncio.wait_for(connection.keep_alive.wait(), 10)
+    connection.answer.set()  # the keep-alive is answered in this turn...
+    listening.cancel()  # ...and the server's stop cancels the listener in it too
+    went_on = asyncio.ensure_future(connection.again.wait())
+    await asyncio.wait((listening, went_on), return_when=asyncio.FIRST_COMPLETED)
+    went_on.cancel()
+    listening.cancel()  # (a listener that went on: its second keep-alive is never answered)
+    await asyncio.gather(listening, went_on, return_exceptions=True)
+    assert not connection.again.is_set(), "the listener went on after it was cancelled"

@@ -1191,10 +1191,13 @@ class PostgresStore:
                                 yield game_id
                     idle = 0.0 if heard else idle + LISTEN_POLL_SECONDS
                     if idle >= LISTEN_KEEPALIVE_SECONDS:
-                        try:  # a dead connection raises here, a silent one times out
-                            await asyncio.wait_for(
-                                conn.execute("SELECT 1"), LISTEN_KEEPALIVE_TIMEOUT_SECONDS
-                            )
+                        # A dead connection raises here, a silent one times out. Bounded
+                        # with asyncio.timeout: Python 3.11's wait_for lost a cancellation
+                        # that came in the loop turn the keep-alive was answered in, and the
+                        # listener went on listening while the server's stop waited for it.
+                        try:
+                            async with asyncio.timeout(LISTEN_KEEPALIVE_TIMEOUT_SECONDS):
+                                await conn.execute("SELECT 1")
                         except TimeoutError:
                             raise StoreError(
                                 "the listening connection did not answer its keep-alive in"
