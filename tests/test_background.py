@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from grpc_health.v1 import health_pb2
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
 from referee.service import server as server_module
+from referee.service.games import GameManager
 from referee.service.server import SERVICE_NAMES, HealthServicer, StoreHealth
 from referee.store import postgres as postgres_module
-from referee.store.base import ALL_GAMES, StoreError
+from referee.store.base import ALL_GAMES, SchemaChanged, StoreError
 from referee.store.postgres import PostgresStore
+from referee.store.sqlite import SqliteStore
 from tests.service_helpers import health_stub, new_table, play_step, quiet_logs, serving
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
@@ -161,6 +164,94 @@ async def test_a_replica_whose_change_listener_fails_still_follows_the_other(
                     await asyncio.gather(watching, return_exceptions=True)
                 assert failures == 1
                 assert restarts("follow-store-changes") == before + 1
+
+
+@pytest.mark.parametrize(
+    "held_read",
+    ["load_log", "count_active_games"],
+    ids=["during a catch-up", "during the recount"],
+)
+async def test_a_housekeeping_round_under_way_when_the_store_stops_serving_logs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_read: str
+) -> None:
+    """Was: the housekeeping read ``store_stopped`` only at the start of a round, so a round
+    that was waiting for one of the store's reads when the store stopped serving its schema
+    went on to its next reads, which the store refused, and logged them
+    (``active_games_recount_failed``, ``responses_forget_failed``): the noise the flag is to
+    spare. ``test_a_postgres_replica_downgraded_while_its_listener_reconnects_stops_serving``
+    asserts that none is logged, with a round every 0.05 s, each open to this for as long as
+    its recount reads (found by reading; not seen in some fifty runs here). Now the round
+    reads the flag again after each await: it asks the store nothing more and logs nothing.
+    Here the stop lands while ``held_read`` waits."""
+    store = SqliteStore(tmp_path / "referee.db")
+    await store.open()
+    games = GameManager(store)
+    created = await games.create(
+        variant="partnership",
+        options=None,
+        first_dealer=0,
+        deal_mode={"mode": "seed", "seed": "behind"},
+        players=[],
+        token=None,
+    )
+    games.behind.add(created.game_id)  # a change announced that failed to fold in
+    lost = "schema 'public' has schema version 1, but this release serves a newer one"
+    stopped = False  # the store's own flag (PostgresStore._schema_lost)
+    refused_after_the_stop: list[str] = []
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    def as_the_store_answers(name: str) -> Callable[..., Awaitable[Any]]:
+        original: Callable[..., Awaitable[Any]] = getattr(store, name)
+
+        async def answer(*args: Any, **kwargs: Any) -> Any:
+            if stopped:  # refused before it takes a connection, as PostgresStore does
+                refused_after_the_stop.append(name)
+                raise SchemaChanged(lost)
+            if name == held_read and not entered.is_set():
+                entered.set()
+                await release.wait()  # the read had begun: it ends as it would have
+            return await original(*args, **kwargs)
+
+        return answer
+
+    for name in ("load_log", "count_active_games", "forget_responses"):
+        monkeypatch.setattr(store, name, as_the_store_answers(name))
+
+    stop = asyncio.Event()
+
+    async def changes() -> AsyncIterator[str]:
+        """The listener, reconnecting: it finds the schema changed once ``stop`` is set
+        (PostgresStore._stop_serving), and so announces nothing."""
+        nonlocal stopped
+        await stop.wait()
+        stopped = True
+        raise SchemaChanged(lost)
+        yield ALL_GAMES  # never: an async generator, as the store's
+
+    monkeypatch.setattr(store, "changes", changes)
+    following = asyncio.ensure_future(games.follow_changes())
+    try:
+        with capture_logs() as logs:
+            housekeeping = asyncio.ensure_future(
+                games.keep_house_once(structlog.get_logger("referee.games"))
+            )
+            await asyncio.wait_for(entered.wait(), 10)
+            stop.set()
+            for _ in range(100):  # until follow_changes has heard it (a few loop turns)
+                if games.store_stopped:
+                    break
+                await asyncio.sleep(0)
+            assert games.store_stopped
+            release.set()
+            await asyncio.wait_for(housekeeping, 10)
+        assert refused_after_the_stop == []
+        assert [entry["event"] for entry in logs if entry["log_level"] != "info"] == []
+        await games.keep_house_once(structlog.get_logger("referee.games"))  # the next round
+        assert refused_after_the_stop == []
+    finally:
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
+        await store.close()
 
 
 async def test_a_readiness_check_cancelled_as_the_store_answers_ends() -> None:

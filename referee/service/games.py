@@ -648,7 +648,8 @@ class GameManager:
                 await self._catch_up(live)
         except Exception:
             self.behind.add(game_id)
-            log.exception("catch_up_failed", game_id=game_id)
+            if not self.store_stopped:  # else the store said why, once (see keep_house)
+                log.exception("catch_up_failed", game_id=game_id)
         else:
             self.behind.discard(game_id)
 
@@ -656,7 +657,7 @@ class GameManager:
         """Every ``every`` seconds (until cancelled): catch up the games ``behind`` (an
         announced change that failed to fold in), drop idle games from memory
         (``evict_idle_games``) and set ``referee_games_active`` from the store. Nothing once
-        the store has stopped serving its schema (``store_stopped``).
+        the store has stopped serving its schema (``store_stopped``; see ``keep_house_once``).
 
         A replica counts the games it creates and sees end, but games also become idle, and
         with a shared store other replicas create and finish games too; the database's count
@@ -666,31 +667,50 @@ class GameManager:
         log = structlog.get_logger("referee.games")
         while True:
             await asyncio.sleep(every)
-            if self.store_stopped:  # said once, by the store; every read would fail alike
-                continue
-            for game_id in list(self.behind):
-                live = self.games.get(game_id)
-                if live is None:
-                    self.behind.discard(game_id)  # left memory: a load reads the whole log
-                else:
-                    await self._fold_in(live, log)
-            evicted = await self.evict_idle_games()
-            if evicted:
-                log.info("idle_games_evicted", games=evicted, held=len(self.games))
-            try:
-                await self.recount_active_games()
-            except Exception:
+            await self.keep_house_once(log)
+
+    async def keep_house_once(self, log: structlog.stdlib.BoundLogger) -> None:
+        """One round of ``keep_house``, which does nothing once the store has stopped serving
+        its schema (``store_stopped``): the store said why once, and every read would fail.
+
+        The store may stop while the round waits for it (``follow_changes`` sets
+        ``store_stopped`` meanwhile), so the flag is read again after every await, not only
+        at the start: the round ends at its next step, and a step that failed because the
+        store stopped under it is not logged. Read only at the start, a round under way went
+        on to its next reads, which the store refused, and logged the failures this is to
+        spare (``responses_forget_failed``, ``active_games_recount_failed``, a
+        ``catch_up_failed`` traceback) for a stop that landed during one of its reads.
+        """
+        if self.store_stopped:
+            return
+        for game_id in list(self.behind):
+            live = self.games.get(game_id)
+            if live is None:
+                self.behind.discard(game_id)  # left memory: a load reads the whole log
+            else:
+                await self._fold_in(live, log)  # logs nothing once the store has stopped
+                if self.store_stopped:
+                    return
+        evicted = await self.evict_idle_games()
+        if evicted:
+            log.info("idle_games_evicted", games=evicted, held=len(self.games))
+        if self.store_stopped:
+            return
+        try:
+            await self.recount_active_games()
+        except Exception:
+            if not self.store_stopped:
                 log.warning("active_games_recount_failed", exc_info=True)
-            if self.keep_responses:
-                try:
-                    forgotten = await self.store.forget_responses(
-                        self.clock() - self.keep_responses
-                    )
-                except Exception:
-                    log.warning("responses_forget_failed", exc_info=True)
-                else:
-                    if forgotten:
-                        log.info("responses_forgotten", games=forgotten)
+        if not self.keep_responses or self.store_stopped:
+            return
+        try:
+            forgotten = await self.store.forget_responses(self.clock() - self.keep_responses)
+        except Exception:
+            if not self.store_stopped:
+                log.warning("responses_forget_failed", exc_info=True)
+        else:
+            if forgotten:
+                log.info("responses_forgotten", games=forgotten)
 
     async def recount_active_games(self) -> None:
         """Set ``referee_games_active`` from the store's count of the games active now.
