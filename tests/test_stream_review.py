@@ -80,6 +80,9 @@ class Collector:
         return [i["event"] for i in self.items if "event" in i]
 
     async def wait_for_version(self, version: int, timeout: float = 10) -> None:
+        """Until an event of ``version`` has come: its first one. A version may carry several
+        (a play, the trick it took, the next hand's deal), which may come later: to have them
+        all, wait for the server's ``event_count`` (``wait_for_count``)."""
         async with asyncio.timeout(timeout):
             while not any(e["version"] >= version for e in self.events):
                 await asyncio.sleep(0.005)
@@ -273,8 +276,7 @@ async def test_the_real_window_snapshot_and_its_continuation(srv: Served) -> Non
     while len(everything.events) < WINDOW + 150:
         await play(table, rng, hands=1)
         version = (await table.adj.view())["version"]
-        await everything.wait_for_version(version)
-        await asyncio.sleep(0.05)
+        await everything.wait_for_count(srv.running.games.games[table.game_id].event_count)
     assert not (await table.adj.view())["over"]
     assert all("event" in i for i in everything.items)
     events = everything.events
@@ -399,6 +401,7 @@ async def test_a_version_surely_older_than_the_window_gets_its_snapshot_without_
         assert [i.get("event") for i in got] == [None]  # the snapshot, decided by the read
         assert got[0]["snapshot"]["version"] == version and len(reads) == 1
         got = await until_idle(table.seats[2].watch(before_window))
+        await everything.wait_for_count(live.event_count)
         events = everything.events
         expected = _audience([e for e in events if e["version"] > before_window], "2")
         assert len(expected) > 5 and [i.get("event") for i in got] == expected
@@ -719,9 +722,8 @@ async def test_no_snapshot_when_every_event_after_from_version_is_still_kept(srv
     rng = random.Random(9)
     await play(table, rng, hands=5)
     while True:
-        version = await step_once(table, rng)
-        await everything.wait_for_version(version)
-        await asyncio.sleep(0.01)
+        await step_once(table, rng)
+        await everything.wait_for_count(srv.running.games.games[table.game_id].event_count)
         events = everything.events
         dropped = events[-WINDOW - 1]["version"] if len(events) > WINDOW else 0
         # The window's first event opens a version: nothing of it was dropped. (Not version 0:
