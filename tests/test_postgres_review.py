@@ -184,6 +184,15 @@ async def _cut_listener(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -
     return gate
 
 
+async def _following(replica: Replica) -> None:
+    """Wait until ``replica`` streams the watch the test has just opened (its one WatchGame).
+
+    A fixed 0.2 s stood for this: on a loaded machine a stream that reached the replica only
+    after the other replica's actions began with them (it refreshes the game as it opens),
+    and the assertion that nothing reaches a deaf replica's watcher would fail."""
+    await _until(lambda: replica.running.games.watching == 1, "the watch to be followed")
+
+
 async def _reconnected(store: PostgresStore, gate: asyncio.Event) -> None:
     gate.set()
     await _until(lambda: store.listener_pid != 0, "the listener to LISTEN again")
@@ -213,7 +222,7 @@ async def test_watcher_ends_when_the_game_ended_elsewhere_while_listen_was_down(
         seen: list[int] = []
         watching = asyncio.ensure_future(_watch(on_a.spec, on_a.spec.version, seen))
         try:
-            await asyncio.sleep(0.2)
+            await _following(a)
             gate = await _cut_listener(a.store, monkeypatch)
             await play(on_b, random.Random(7))  # the whole game, on B
             await on_b.spec.view()
@@ -250,7 +259,7 @@ async def test_listen_loss_missed_commits_are_caught_up_and_a_stale_replica_can_
         seen: list[int] = []
         watching = asyncio.ensure_future(_watch(on_a.spec, start, seen))
         try:
-            await asyncio.sleep(0.2)
+            await _following(a)
             gate = await _cut_listener(a.store, monkeypatch)
             rng = random.Random(3)
             for _ in range(3):
