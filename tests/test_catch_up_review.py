@@ -45,6 +45,7 @@ class AnnouncedStore:
         self.read = asyncio.Event()  # set when a held load_log has read its rows
         self.gate = asyncio.Event()
         self.failing = 0  # how many load_log calls still fail
+        self.handled = 0  # how many announcements the follower has handled
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -63,6 +64,7 @@ class AnnouncedStore:
     async def changes(self) -> AsyncIterator[str]:
         while True:
             yield await self.announced.get()
+            self.handled += 1  # the follower asks for the next one: it has handled this one
 
 
 @dataclass
@@ -81,13 +83,16 @@ class Pair:
         return response.version
 
     async def announce(self) -> None:
-        """Announce the game and wait until the follower has taken the announcement."""
+        """Announce the game and wait until the follower has handled the announcement (it asks
+        for the next one). Waiting until it had taken it, then a fixed 0.05 s, was not enough
+        on a loaded machine: the follower reads the log in SQLite's reader thread first."""
+        handled = self.shared.handled
         await self.shared.announced.put(self.game_id)
         for _ in range(int(BOUND / 0.01)):
-            if self.shared.announced.empty():
-                break
+            if self.shared.handled > handled:
+                return
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)  # and handled it
+        raise AssertionError("the follower never handled the announcement")
 
     async def followed_version(self, version: int) -> int:
         """The follower's version of the game once it reaches ``version`` (or BOUND passes)."""
