@@ -154,7 +154,8 @@ class Running:
         await self.health.enter_graceful_shutdown()
         if drain > 0 and not self.forced.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.forced.wait(), drain)
+                async with asyncio.timeout(drain):
+                    await self.forced.wait()
         self.games.stop_watching()  # streams would outlast any grace: they end, resumable
         self.reflection.stop()  # the client's to end, so they would too
         self.server_stopping = True
