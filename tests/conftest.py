@@ -3,8 +3,15 @@
 Hypothesis: no per-example deadline. The properties check behaviour, not speed (speed is
 measured in ``bench/``), and on a loaded two-core CI machine a 200 ms deadline fails an example
 for a garbage-collection pause, not for a bug. A failure prints the blob that reproduces it.
+
+Ctrl-C: a suite started as a shell's background job (``make test &`` in a script, some CI
+runners) inherits SIGINT ignored, and so would every process the tests start, so the tests
+that press Ctrl-C on a command (``audit``, ``serve``, a rules query) would wait for an exit that
+never comes. Ctrl-C reaches a command in a terminal, which is what they check: SIGINT gets
+Python's usual handler back here, and the commands the tests start get the default.
 """
 
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +23,9 @@ from tests.service_helpers import quiet_logs
 
 settings.register_profile("referee", deadline=None, print_blob=True)
 settings.load_profile("referee")
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
