@@ -224,6 +224,17 @@ async def log_lines(
         await asyncio.sleep(0.01)
 
 
+def whole_json_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON lines of a log a running server is writing. The last line may be only begun
+    (a read can land between the server's writes), so a line not yet ended by its newline is
+    left for the next read rather than parsed half."""
+    return [
+        json.loads(line)
+        for line in text.splitlines(keepends=True)
+        if line.startswith("{") and line.endswith("\n")
+    ]
+
+
 def plain(message: Any) -> dict[str, Any]:
     """A protobuf message as JSON-ready data (field names as in the .proto)."""
     out: dict[str, Any] = MessageToDict(message, preserving_proto_field_name=True)

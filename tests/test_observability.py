@@ -45,6 +45,7 @@ from tests.service_helpers import (
     refused,
     serving,
     stream_refused,
+    whole_json_lines,
 )
 from tests.test_service_crash import running
 from tests.test_store import POSTGRES_URL, new_game, postgres_marks, postgres_schema
@@ -615,11 +616,7 @@ async def test_a_real_servers_metrics_count_every_rpc_once_by_conventional_label
             made_call(REFLECTION, "OK", REFLECTION_SERVICE)
             for path in (f"/{SERVICE}/NoSuchMethod", "/no.such.Service/GetGame", "/x"):
                 await refused(channel.unary_unary(path)(b""))
-        rpc_lines = [
-            json.loads(line)
-            for line in log.read_text().splitlines()
-            if line.startswith("{") and json.loads(line).get("event") == "rpc"
-        ]
+        rpc_lines = [line for line in whole_json_lines(log.read_text()) if line["event"] == "rpc"]
         for line in rpc_lines:  # the bots' calls, as the log has them (each line checked below)
             if (
                 line["rpc"] in ("GetGame", "ListLegalActions", "SubmitAction")

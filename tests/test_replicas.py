@@ -24,6 +24,7 @@ import pytest
 from pinochle_client import RefereeClient, RefereeError, SeatSession, Session
 
 from referee.demo import choose
+from tests.service_helpers import whole_json_lines
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
 REPO = Path(__file__).resolve().parent.parent
@@ -83,11 +84,9 @@ def replica(name: str, schema: str, logs: Path) -> Iterator[Replica]:
 def _wait_until_serving(process: subprocess.Popen[bytes], log: Path) -> str:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("{"):
-                entry = json.loads(line)
-                if entry.get("event") == "serving":
-                    return str(entry["address"])
+        for entry in whole_json_lines(log.read_text(encoding="utf-8", errors="replace")):
+            if entry.get("event") == "serving":
+                return str(entry["address"])
         if process.poll() is not None:
             break
         time.sleep(0.05)
