@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,11 @@ BOUND = 10.0
 class _CommitFails:
     """Wraps the SQLite writer connection: the ``COMMIT``s numbered in ``failing`` (1, 2, ...
     from the wrapping), or every one while ``always``, raise the way a full disk or an I/O error
-    does (the transaction is left open, as SQLite leaves it)."""
+    does (the transaction is left open, as SQLite leaves it).
+
+    While ``held``, a ``COMMIT`` (run by the store's commit thread) waits for ``release``, so a
+    test can queue jobs while a batch is certainly still committing; ``committing`` is set as
+    soon as a ``COMMIT`` has started."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -64,10 +69,16 @@ class _CommitFails:
         self.always = False
         self.commits = 0
         self.commits_failed = 0
+        self.held = False
+        self.committing = threading.Event()
+        self.release = threading.Event()
 
     def execute(self, statement: str, *args: Any) -> sqlite3.Cursor:
         if statement == "COMMIT":
             self.commits += 1
+            self.committing.set()
+            if self.held:
+                self.release.wait(BOUND)  # bounded: a failed test never leaves the thread stuck
             if self.always or self.commits in self.failing:
                 self.commits_failed += 1
                 raise sqlite3.OperationalError("disk I/O error")
@@ -120,18 +131,31 @@ async def drain(stream: AsyncIterator[Any]) -> None:
 
 async def test_a_failing_commit_fails_every_job_of_its_batch(sqlite: SqliteStore) -> None:
     """Pinned: COMMIT fails (I/O error) for a batch of several games: every job fails with
-    StoreError, nothing of the batch is durable, and the store goes on working."""
+    StoreError, nothing of the batch is durable, and the store goes on working.
+
+    Was: the four jobs were queued while g0's COMMIT was taken to be still running, but
+    ``record_refusal`` (a coroutine) queues its job only once its task first runs; a COMMIT
+    that finished before then (a loaded machine) started the next batch without it, and the
+    refusal committed alone: an AuditRow among the results. Now g0's COMMIT waits until all
+    four jobs are queued."""
     for game_id in ("g0", "g1", "g2", "g3"):
         await new_game(sqlite, game_id)
     wrapper = fail_commits(sqlite)
     wrapper.failing = {2}  # g0's COMMIT succeeds, the next batch's fails
-    first = asyncio.ensure_future(sqlite.commit(make_commit("g0", 0)))
-    await asyncio.sleep(0)  # g0's COMMIT is in flight: the next four jobs form one batch
-    results = await asyncio.gather(
-        *(sqlite.commit(make_commit(g, 0)) for g in ("g1", "g2", "g3")),
-        sqlite.record_refusal("g1", audit_entry(0, "refused", "X")),
-        return_exceptions=True,
-    )
+    wrapper.held = True
+    try:
+        first = sqlite.commit(make_commit("g0", 0))
+        assert await asyncio.to_thread(wrapper.committing.wait, BOUND)  # g0's COMMIT started
+        jobs: list[asyncio.Future[AuditRow]] = [
+            *(sqlite.commit(make_commit(g, 0)) for g in ("g1", "g2", "g3")),
+            asyncio.ensure_future(sqlite.record_refusal("g1", audit_entry(0, "refused", "X"))),
+        ]
+        await asyncio.sleep(0)  # the refusal's task has run up to its write, which is queued
+        assert wrapper.commits == 1 and len(sqlite._pending) == 4, "the next batch's four jobs"
+    finally:
+        wrapper.held = False
+        wrapper.release.set()
+    results = await asyncio.gather(*jobs, return_exceptions=True)
     assert isinstance(await first, AuditRow)  # its COMMIT had started before the failure
     assert wrapper.commits_failed == 1, "the four jobs were one batch"
     assert all(isinstance(r, StoreError) for r in results), results
