@@ -115,6 +115,27 @@ async def until_idle(stream: Any, idle: float = 0.5, first: float = 10) -> list[
     return items
 
 
+async def _backlog(
+    stream: AsyncGenerator[pb.WatchGameResponse, None], count: int, quiet: float = 0.05
+) -> list[pb.WatchGameResponse]:
+    """The ``count`` items a manager's watch must send at once, and any it sends beyond them
+    within ``quiet`` seconds (so one too many is seen); the stream is then closed.
+
+    Each of the ``count`` is waited for up to 10 s, not ``quiet``: the first may need a read of
+    the log (a PostgreSQL round trip, a SQLite reader thread), which a loaded machine can hold
+    up longer than a short quiet spell; a stream that sends too few still fails the test."""
+    items: list[pb.WatchGameResponse] = []
+    try:
+        for _ in range(count):
+            items.append(await asyncio.wait_for(anext(stream), 10))
+        with contextlib.suppress(TimeoutError):
+            while True:
+                items.append(await asyncio.wait_for(anext(stream), quiet))
+    finally:
+        await stream.aclose()
+    return items
+
+
 def seqs(items: list[dict[str, Any]]) -> list[int]:
     return [i["event"]["seq"] for i in items if "event" in i]
 
@@ -590,20 +611,6 @@ async def test_where_each_row_holds_one_event_a_read_is_exactly_the_rows_missed(
             # One event a version after the deal: these versions' next events have left memory.
             resume_points += [(v, 0) for v in range(1, live.state.version - len(live.events))]
             for from_version, after_seq in resume_points:
-                reads.clear()
-                stream = cast(
-                    AsyncGenerator[pb.WatchGameResponse, None],
-                    manager.watch(
-                        table.game_id, table.adjudicator_token, from_version, after_seq=after_seq
-                    ),
-                )
-                got: list[pb.WatchGameResponse] = []
-                with contextlib.suppress(TimeoutError):
-                    while True:
-                        got.append(await asyncio.wait_for(anext(stream), 0.05))
-                await stream.aclose()
-                # PostgreSQL: each watch catches the game up first, reading after its last row.
-                watchers = [read for read in reads if read[0] < live.last_seq]
                 if after_seq or not from_version:
                     ends = zip(log, last_event_of, strict=True)
                     wanted = [row for row, last in ends if last > after_seq]
@@ -612,7 +619,18 @@ async def test_where_each_row_holds_one_event_a_read_is_exactly_the_rows_missed(
                     wanted = [row for row in log if row.version > from_version]
                     expected = [e for e in full if e["version"] > from_version]
                 where = (from_version, after_seq)
-                if expected[0]["seq"] <= live.event_count - window:
+                snapshot = expected[0]["seq"] <= live.event_count - window
+                reads.clear()
+                stream = cast(
+                    AsyncGenerator[pb.WatchGameResponse, None],
+                    manager.watch(
+                        table.game_id, table.adjudicator_token, from_version, after_seq=after_seq
+                    ),
+                )
+                got = await _backlog(stream, 1 if snapshot else len(expected))
+                # PostgreSQL: each watch catches the game up first, reading after its last row.
+                watchers = [read for read in reads if read[0] < live.last_seq]
+                if snapshot:
                     assert [item.WhichOneof("item") for item in got] == ["snapshot"], where
                     assert watchers == [], where
                     continue
@@ -1163,21 +1181,16 @@ async def test_a_watch_from_any_seq_sends_exactly_the_events_after_it(tmp_path: 
             ends = live.event_count
             edges = {0, 1, first_kept - 2, first_kept - 1, first_kept, ends - 1, ends}
             for after_seq in sorted(edges | set(range(0, ends, 11))):
+                left_the_window = after_seq + 1 < first_kept  # some it asks for have left it
+                expected = [e["seq"] for e in full[after_seq:] if manager.visible(caller, e)]
                 stream = cast(
                     AsyncGenerator[pb.WatchGameResponse, None],
                     manager.watch(table.game_id, token, 0, after_seq=after_seq),
                 )
-                got: list[pb.WatchGameResponse] = []
-                try:
-                    while True:
-                        got.append(await asyncio.wait_for(anext(stream), 0.05))
-                except TimeoutError:
-                    pass
-                await stream.aclose()
-                if after_seq + 1 < first_kept:  # some it asked for have left the window
+                got = await _backlog(stream, 1 if left_the_window else len(expected))
+                if left_the_window:
                     assert [item.WhichOneof("item") for item in got] == ["snapshot"], after_seq
                     continue
-                expected = [e["seq"] for e in full[after_seq:] if manager.visible(caller, e)]
                 assert [item.event.seq for item in got] == expected, (caller.role, after_seq)
                 assert all(item.WhichOneof("item") == "event" for item in got)
 
