@@ -29,6 +29,8 @@ from pinochle_client import RefereeClient, RefereeError, Session
 from psycopg import sql as pgsql
 
 from protos.pinochle.referee.v1 import referee_pb2 as pb
+from referee.audit import parse_deal
+from referee.rules.dealing import deal_commitment
 from referee.service.server import SERVICE_NAMES, Running, start_server
 from referee.service.settings import Settings
 from referee.store import postgres as postgres_module
@@ -296,6 +298,34 @@ async def test_listen_loss_missed_commits_are_caught_up_and_a_stale_replica_can_
             watching.cancel()
             with contextlib.suppress(asyncio.CancelledError, RefereeError):
                 await watching
+
+
+async def test_an_export_on_a_replica_behind_the_log_reveals_every_salt_it_exports(
+    schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was a bug: an export read its hands from the store's log but each hand's salt from the
+    replica's own copy of the game, so a hand another replica dealt after this export's
+    catch-up (a window of one read) went out with its deal and commitment but no
+    ``x-deal-salt``, and nothing could check it. The salts now come from the same log read.
+    A's listener is cut so that A's copy stays behind while B plays on, which holds that
+    window open; the export is then built from A's stale copy as the call would have it."""
+    async with _replica(schema) as a, _replica(schema) as b:
+        on_a = await new_table(a.client, "partnership", {"target": 5000}, seed="salt-lag")
+        on_b = b.table(on_a)
+        await on_a.adj.view()  # A holds the game, in its first hand
+        stale = a.running.games.games[on_a.game_id]
+        gate = await _cut_listener(a.store, monkeypatch)
+        await play(on_b, random.Random(8), hands=1)  # B ends hand 0 and deals hand 1
+        assert stale.state.hands_completed == 0 and set(stale.salts) == {0}
+        record = await a.running.games.export_record(stale)
+        await _reconnected(a.store, gate)
+        hands = record["hands"]
+        assert isinstance(hands, list) and len(hands) == 2
+        for hand in hands:
+            salt = bytes.fromhex(hand["x-deal-salt"])
+            deal = parse_deal(hand["deal"], "deal")
+            assert deal_commitment(deal, salt) == hand["x-deal-commitment"]
+        assert record == await b.running.games.export_record(b.running.games.games[on_a.game_id])
 
 
 # -- killed connections ---------------------------------------------------------------------

@@ -1427,10 +1427,12 @@ class GameManager:
         log: list[LogEntry] = []
         log_deals: list[Deal] = []
         published: dict[int, object] = {}  # hand -> the commitment its deal_committed event sent
+        salts: dict[int, object] = {}  # hand -> its deal's salt, as the log holds it
         for row in await self.store.load_log(live.record.game_id):
             if row.kind == "deal":
                 log_deals.append(parse_deal(row.payload["deal"], "deal"))
                 log.append(LogEntry(None, deal=log_deals[-1]))
+                salts[len(log_deals) - 1] = row.payload.get("salt")
                 for event in row.events:
                     if event.get("kind") == "deal_committed":
                         published[len(log_deals) - 1] = event.get("commitment")
@@ -1445,12 +1447,14 @@ class GameManager:
         # Issue 4: the export reveals each deal's salt beside the commitment published when the
         # hand was dealt (the stored deal_committed event, not one computed now from the deal
         # and salt, which would check nothing), so anyone can check that the deal was fixed
-        # then. pinochle-record/1 keeps "x-" keys and ignores them in audits.
+        # then. pinochle-record/1 keeps "x-" keys and ignores them in audits. The salts come
+        # from the log just read, like the hands: this replica's own copy (``live.salts``) may
+        # lag a hand another replica dealt after this call caught the game up.
         hands = record["hands"]
         assert isinstance(hands, list)
         for number, hand in enumerate(hands):
-            salt = live.salts.get(number)
-            if salt and isinstance(hand, dict):
+            salt = salts.get(number)
+            if isinstance(salt, str) and salt and isinstance(hand, dict):
                 hand["x-deal-salt"] = salt
                 if number in published:
                     hand["x-deal-commitment"] = published[number]
