@@ -16,6 +16,7 @@ queue the test fills, so every order is forced, not hoped for.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ from typing import Any, cast
 
 import pytest
 import pytest_asyncio
+import structlog
+import structlog.testing
 
 from referee.engine.engine import apply as engine_apply
 from referee.service import games as games_module
@@ -176,9 +179,19 @@ class LandsThenFails:
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
         self.failing = False
+        self.failing_reads = 0  # how many load_log calls still fail
+        self.reads_failing_after = 0  # failing_reads once the failing commit has been reported
+        self.reads = 0  # load_log calls made
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
+
+    async def load_log(self, game_id: str, after_seq: int = 0) -> Sequence[LogRow]:
+        self.reads += 1
+        if self.failing_reads:
+            self.failing_reads -= 1
+            raise StoreError("the store is still failing (test)")
+        return await self.store.load_log(game_id, after_seq)
 
     def commit(self, commit: Commit) -> Awaitable[AuditRow]:
         landed = self.store.commit(commit)
@@ -188,53 +201,121 @@ class LandsThenFails:
         async def reported_failed() -> AuditRow:
             await landed
             self.failing = False
+            self.failing_reads = self.reads_failing_after
             raise StoreError("the connection was lost after COMMIT (test)")
 
         return reported_failed()
 
 
-async def test_a_commit_that_landed_but_was_reported_failed_reaches_the_watchers(
-    tmp_path: Path,
-) -> None:
+@contextlib.asynccontextmanager
+async def _landing(tmp_path: Path) -> AsyncIterator[tuple[LandsThenFails, GameManager]]:
+    """A manager on a store whose commits the test can make land and then fail."""
     store = SqliteStore(tmp_path / "shared.db")
     await store.open()
     quiet_logs()
-    lands = LandsThenFails(store)
-    manager = GameManager(cast(GameStore, lands), shared_store=True)
-    housekeeping: asyncio.Task[None] | None = None
     try:
-        created = await manager.create(
-            variant="partnership",
-            options=None,
-            first_dealer=0,
-            deal_mode={"mode": "seed", "seed": "landed"},
-            players=[],
-            token=None,
-        )
-        game_id, seats = created.game_id, created.seat_tokens
-        first_seq = manager.games[game_id].event_count
-        watch = manager.watch(game_id, seats[2], 0, after_seq=first_seq)
-        waiting = asyncio.ensure_future(watch.__anext__())
-        lands.failing = True
-        with pytest.raises(StoreError):
-            await manager.submit(game_id, seats[1], {"type": "bid", "amount": 250}, 0, "r1")
-        assert not lands.failing  # the commit did land
-        assert manager.games[game_id].state.version == 0  # but this replica did not see it
-        assert game_id in manager.behind
-        assert not waiting.done()
-        housekeeping = asyncio.create_task(manager.keep_house(0.05))
-        message = await asyncio.wait_for(waiting, BOUND)
-        assert message.event.kind == "call"  # the watcher is told of the bid
-        assert manager.games[game_id].state.version == 1
-        await cast(AsyncGenerator[object, None], watch).aclose()
-        # The retry is answered from the stored response, as after any lost answer.
-        response = await manager.submit(game_id, seats[1], {"type": "bid", "amount": 250}, 0, "r1")
-        assert response.version == 1
+        lands = LandsThenFails(store)
+        yield lands, GameManager(cast(GameStore, lands), shared_store=True)
     finally:
-        if housekeeping is not None:
-            housekeeping.cancel()
-            await asyncio.gather(housekeeping, return_exceptions=True)
         await store.close()
+
+
+async def _landed_but_failed(lands: LandsThenFails, manager: GameManager) -> str:
+    """A new game whose first action (seat 1's bid, request ``r1``) lands but is reported
+    failed."""
+    created = await manager.create(
+        variant="partnership",
+        options=None,
+        first_dealer=0,
+        deal_mode={"mode": "seed", "seed": "landed"},
+        players=[],
+        token=None,
+    )
+    game_id, seats = created.game_id, created.seat_tokens
+    lands.failing = True
+    with pytest.raises(StoreError):
+        await manager.submit(game_id, seats[1], {"type": "bid", "amount": 250}, 0, "r1")
+    assert not lands.failing  # the commit did land
+    assert manager.games[game_id].state.version == 0  # but this replica did not see it
+    assert game_id in manager.behind
+    return game_id
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_commit_that_landed_but_was_reported_failed_reaches_the_watchers_at_once(
+    tmp_path: Path,
+) -> None:
+    """The game is caught up as soon as the failed call lets go of it: the watcher is told of
+    the action without waiting for housekeeping (which used to catch it up, up to 15 s
+    later), and the retry is answered from the stored response."""
+    async with _landing(tmp_path) as (lands, manager):
+        following = asyncio.create_task(manager.follow_doubtful_commits())
+        try:
+            created = await manager.create(
+                variant="partnership",
+                options=None,
+                first_dealer=0,
+                deal_mode={"mode": "seed", "seed": "watched"},
+                players=[],
+                token=None,
+            )
+            game_id, seats = created.game_id, created.seat_tokens
+            first_seq = manager.games[game_id].event_count
+            watch = manager.watch(game_id, seats[2], 0, after_seq=first_seq)
+            waiting = asyncio.ensure_future(watch.__anext__())
+            lands.failing = True
+            with pytest.raises(StoreError):
+                await manager.submit(game_id, seats[1], {"type": "bid", "amount": 250}, 0, "r1")
+            assert not lands.failing  # the commit did land
+            message = await asyncio.wait_for(waiting, BOUND)
+            assert message.event.kind == "call"  # the watcher is told of the bid
+            assert manager.games[game_id].state.version == 1
+            for _ in range(int(BOUND / 0.01)):  # the catch-up ends just after telling watchers
+                if game_id not in manager.behind:
+                    break
+                await asyncio.sleep(0.01)
+            assert game_id not in manager.behind
+            await cast(AsyncGenerator[object, None], watch).aclose()
+            # The retry is answered from the stored response, as after any lost answer.
+            retried = {"type": "bid", "amount": 250}
+            response = await manager.submit(game_id, seats[1], retried, 0, "r1")
+            assert response.version == 1
+        finally:
+            await _stop(following)
+
+
+async def test_a_doubtful_commit_the_store_cannot_catch_up_is_left_to_housekeeping(
+    tmp_path: Path,
+) -> None:
+    """While the store still fails, the prompt catch-up tries once, quietly (the commit's own
+    failure was logged and answered), and the game stays ``behind`` for housekeeping, which
+    catches it up once the store answers."""
+    async with _landing(tmp_path) as (lands, manager):
+        lands.reads_failing_after = 1
+        with structlog.testing.capture_logs() as logged:
+            following = asyncio.create_task(manager.follow_doubtful_commits())
+            try:
+                game_id = await _landed_but_failed(lands, manager)
+                for _ in range(int(BOUND / 0.01)):
+                    if not lands.failing_reads:
+                        break
+                    await asyncio.sleep(0.01)
+                assert not lands.failing_reads  # it tried, and the read failed
+                reads = lands.reads
+                await asyncio.sleep(0.05)  # nothing more comes of it
+                assert lands.reads == reads
+                assert game_id in manager.behind
+                assert manager.games[game_id].state.version == 0
+                await manager.keep_house_once(structlog.get_logger("test"))
+                assert manager.games[game_id].state.version == 1
+                assert game_id not in manager.behind
+            finally:
+                await _stop(following)
+        assert not [e for e in logged if e["event"] == "catch_up_failed"]
 
 
 async def test_a_game_played_on_another_replica_is_active_on_this_one(pair: Pair) -> None:

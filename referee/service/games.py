@@ -247,6 +247,10 @@ class GameManager:
         # Games whose announced change could not be folded in (the store failed meanwhile):
         # keep_house tries again, since no further announcement may come for them.
         self.behind: set[str] = set()
+        # Games whose commit failed here but may have landed (``_maybe_landed``), which
+        # ``follow_doubtful_commits`` catches up at once rather than at the next housekeeping.
+        self._doubted: set[str] = set()
+        self._doubt = asyncio.Event()
 
     # ----------------------------------------------------------------------------------------
     # Creating and loading games
@@ -637,9 +641,12 @@ class GameManager:
             self.end_watches(_store_lost)
             await asyncio.get_running_loop().create_future()  # until cancelled
 
-    async def _fold_in(self, live: LiveGame, log: structlog.stdlib.BoundLogger) -> None:
+    async def _fold_in(
+        self, live: LiveGame, log: structlog.stdlib.BoundLogger, *, quiet: bool = False
+    ) -> None:
         """Catch ``live`` up with the store's log; if the store fails, it goes among the games
-        ``behind``, which ``keep_house`` catches up later."""
+        ``behind``, which ``keep_house`` catches up later (the failure logged unless
+        ``quiet``)."""
         game_id = live.record.game_id
         # Wait for the lock even when a submit holds it: that submit may have caught up before
         # this commit landed, and watchers must still see it.
@@ -648,7 +655,7 @@ class GameManager:
                 await self._catch_up(live)
         except Exception:
             self.behind.add(game_id)
-            if not self.store_stopped:  # else the store said why, once (see keep_house)
+            if not (quiet or self.store_stopped):  # else said once (see keep_house)
                 log.exception("catch_up_failed", game_id=game_id)
         else:
             self.behind.discard(game_id)
@@ -1110,8 +1117,32 @@ class GameManager:
         would catch up under the lock, but until then this replica's reads and watchers would
         miss the action, and a replica ignores its own announcements: so the game goes among
         the games ``behind``, which ``keep_house`` catches up (nothing to read if it did not
-        land)."""
+        land). ``follow_doubtful_commits`` tries at once, as soon as the lock is free."""
         self.behind.add(live.record.game_id)
+        self._doubted.add(live.record.game_id)
+        self._doubt.set()
+
+    async def follow_doubtful_commits(self) -> None:
+        """Catch up each game whose commit failed but may have landed (``_maybe_landed``) as
+        soon as its lock is free (runs until cancelled).
+
+        Left to ``keep_house``, a replica's watchers waited up to a housekeeping period (15 s)
+        for an action that was durable, and its reads showed the version before it, when the
+        PostgreSQL connection was lost after ``COMMIT`` was sent. One quiet try per failed
+        commit: if the store is still failing, the commit's own failure has been logged and
+        answered, and the game stays ``behind`` for ``keep_house``, which tries again (and
+        logs) every round.
+        """
+        log = structlog.get_logger("referee.games")
+        while True:
+            await self._doubt.wait()
+            self._doubt.clear()
+            doubted, self._doubted = self._doubted, set()
+            for game_id in doubted:
+                live = self.games.get(game_id)
+                if live is None or game_id not in self.behind or self.store_stopped:
+                    continue  # left memory (a load reads the whole log), or caught up already
+                await self._fold_in(live, log, quiet=True)
 
     async def _conflicted(
         self, live: LiveGame, commit: Commit, key: str, conflict: VersionConflict

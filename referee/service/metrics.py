@@ -79,8 +79,9 @@ STORE_REACHABLE = Gauge(
 STORE_REACHABLE.set(1)
 BACKGROUND_RESTARTS = Counter(
     "referee_background_restarts_total",
-    "Background loops (follow-store-changes, keep-house, follow-store-health) that failed"
-    " unexpectedly and were started again (the log has each failure's traceback).",
+    "Background loops (follow-store-changes, catch-up-doubtful-commits, keep-house,"
+    " follow-store-health) that failed unexpectedly and were started again (the log has each"
+    " failure's traceback).",
     ["task"],
 )
 STORE_COMMIT_SECONDS = Histogram(

@@ -607,6 +607,7 @@ async def _serve_on(
         for name, run in (
             ("follow-store-changes", games.follow_changes),
             ("keep-house", lambda: games.keep_house(settings.housekeeping_seconds)),
+            ("catch-up-doubtful-commits", games.follow_doubtful_commits),
             ("follow-store-health", store_health.follow),
         )
     ]
