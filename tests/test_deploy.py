@@ -556,6 +556,31 @@ def test_k8s_termination_outlasts_the_server_grace_period(
     assert termination > pre_stop + settings.drain_seconds + settings.grace_seconds
 
 
+def test_the_drain_outlasts_the_health_checks_that_take_a_replica_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stopping replica serves on with its health NOT_SERVING for --drain-seconds. Envoy
+    (compose) and the readiness probe (Kubernetes) take it out only after their failure
+    threshold of checks, up to ``interval x threshold`` after the stop; one more interval is
+    left for the change to reach the callers (endpoints, ingress, Envoy's own update). With
+    nothing left over, as with the 10 s drain the deployments once had, calls reached the
+    replica after its port closed."""
+    (check,) = envoy_cluster("referee")["health_checks"]
+    interval = duration_seconds(str(check["interval"]))
+    assert duration_seconds(str(check["timeout"])) < interval
+    for name in referee_services():
+        drain = effective_settings(referee_env(name), monkeypatch).drain_seconds
+        assert drain >= interval * (int(check["unhealthy_threshold"]) + 1), (
+            f"compose.yaml {name}: --drain-seconds {drain} leaves Envoy no slack"
+        )
+    probe = referee_container()["readinessProbe"]
+    period = float(probe["periodSeconds"])
+    drain = effective_settings(k8s_env(), monkeypatch).drain_seconds
+    assert drain >= period * int(probe.get("failureThreshold", 3)) + period, (
+        f"k8s: --drain-seconds {drain} leaves the readiness probe no slack"
+    )
+
+
 def test_k8s_runs_non_root() -> None:
     security = pod_spec()["securityContext"]
     assert security["runAsNonRoot"] is True
