@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -117,17 +117,10 @@ async def pair(tmp_path: Path) -> AsyncIterator[Pair]:
     shared = AnnouncedStore(store)
     player = GameManager(store, shared_store=True)
     follower = GameManager(cast(GameStore, shared), shared_store=True)
-    created = await player.create(
-        variant="partnership",
-        options=None,
-        first_dealer=0,
-        deal_mode={"mode": "seed", "seed": "catch-up"},
-        players=[],
-        token=None,
-    )
+    game_id, seats = await _new_game(player, "catch-up")
     following = asyncio.create_task(follower.follow_changes())
     try:
-        yield Pair(shared, player, follower, created.game_id, created.seat_tokens)
+        yield Pair(shared, player, follower, game_id, seats)
     finally:
         shared.gate.set()
         following.cancel()
@@ -220,30 +213,41 @@ async def _landing(tmp_path: Path) -> AsyncIterator[tuple[LandsThenFails, GameMa
         await store.close()
 
 
-async def _landed_but_failed(lands: LandsThenFails, manager: GameManager) -> str:
-    """A new game whose first action (seat 1's bid, request ``r1``) lands but is reported
-    failed."""
+async def _new_game(manager: GameManager, seed: str = "landed") -> tuple[str, list[str]]:
+    """A seeded partnership game: its id and seat tokens."""
     created = await manager.create(
         variant="partnership",
         options=None,
         first_dealer=0,
-        deal_mode={"mode": "seed", "seed": "landed"},
+        deal_mode={"mode": "seed", "seed": seed},
         players=[],
         token=None,
     )
-    game_id, seats = created.game_id, created.seat_tokens
+    return created.game_id, created.seat_tokens
+
+
+async def _bid_lands_but_fails(
+    lands: LandsThenFails, manager: GameManager, game_id: str, seat_1: str
+) -> None:
+    """Seat 1's bid (request ``r1``), the game's first action, lands but is reported failed."""
     lands.failing = True
     with pytest.raises(StoreError):
-        await manager.submit(game_id, seats[1], {"type": "bid", "amount": 250}, 0, "r1")
+        await manager.submit(game_id, seat_1, {"type": "bid", "amount": 250}, 0, "r1")
     assert not lands.failing  # the commit did land
     assert manager.games[game_id].state.version == 0  # but this replica did not see it
     assert game_id in manager.behind
-    return game_id
 
 
 async def _stop(task: asyncio.Task[None]) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(int(BOUND / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
 
 
 async def test_a_commit_that_landed_but_was_reported_failed_reaches_the_watchers_at_once(
@@ -255,29 +259,16 @@ async def test_a_commit_that_landed_but_was_reported_failed_reaches_the_watchers
     async with _landing(tmp_path) as (lands, manager):
         following = asyncio.create_task(manager.follow_doubtful_commits())
         try:
-            created = await manager.create(
-                variant="partnership",
-                options=None,
-                first_dealer=0,
-                deal_mode={"mode": "seed", "seed": "watched"},
-                players=[],
-                token=None,
-            )
-            game_id, seats = created.game_id, created.seat_tokens
+            game_id, seats = await _new_game(manager)
             first_seq = manager.games[game_id].event_count
             watch = manager.watch(game_id, seats[2], 0, after_seq=first_seq)
             waiting = asyncio.ensure_future(watch.__anext__())
-            lands.failing = True
-            with pytest.raises(StoreError):
-                await manager.submit(game_id, seats[1], {"type": "bid", "amount": 250}, 0, "r1")
-            assert not lands.failing  # the commit did land
+            await _bid_lands_but_fails(lands, manager, game_id, seats[1])
             message = await asyncio.wait_for(waiting, BOUND)
             assert message.event.kind == "call"  # the watcher is told of the bid
             assert manager.games[game_id].state.version == 1
-            for _ in range(int(BOUND / 0.01)):  # the catch-up ends just after telling watchers
-                if game_id not in manager.behind:
-                    break
-                await asyncio.sleep(0.01)
+            # The catch-up ends just after it has told the watchers.
+            await _until(lambda: game_id not in manager.behind)
             assert game_id not in manager.behind
             await cast(AsyncGenerator[object, None], watch).aclose()
             # The retry is answered from the stored response, as after any lost answer.
@@ -299,11 +290,9 @@ async def test_a_doubtful_commit_the_store_cannot_catch_up_is_left_to_housekeepi
         with structlog.testing.capture_logs() as logged:
             following = asyncio.create_task(manager.follow_doubtful_commits())
             try:
-                game_id = await _landed_but_failed(lands, manager)
-                for _ in range(int(BOUND / 0.01)):
-                    if not lands.failing_reads:
-                        break
-                    await asyncio.sleep(0.01)
+                game_id, seats = await _new_game(manager)
+                await _bid_lands_but_fails(lands, manager, game_id, seats[1])
+                await _until(lambda: not lands.failing_reads)
                 assert not lands.failing_reads  # it tried, and the read failed
                 reads = lands.reads
                 await asyncio.sleep(0.05)  # nothing more comes of it
