@@ -97,7 +97,11 @@ async def test_a_retry_of_a_submission_that_landed_gets_its_stored_answer(
             row for row in await table.adj.audit_log() if row["outcome"] == "AUDIT_OUTCOME_ACCEPTED"
         ]
         assert [row["request_id"] for row in accepted] == ["r-2"]
-        assert flaky.calls == 2  # the retry's commit was refused by the stored request id
+        # The server catches the game up as soon as the failed call lets go of it
+        # (follow_doubtful_commits): a retry that comes after that finds the request id stored
+        # and is answered without a commit; one that comes before has its commit refused by
+        # the stored request id. Either way once applied, and the same answer.
+        assert flaky.calls in (1, 2)
 
 
 async def test_without_retries_the_first_failure_is_the_answer(tmp_path: Path) -> None:
