@@ -30,6 +30,7 @@ from pinochle_client import RefereeClient, RefereeError, SeatSession, Session
 from protos.pinochle.referee.v1 import referee_pb2 as pb
 from protos.pinochle.referee.v1 import referee_pb2_grpc as pb_grpc
 from referee.service.convert import action_from_json
+from referee.service.games import Created, GameManager
 from referee.service.observability import CONSOLE_TRACEBACK
 from referee.service.server import Running, start_server
 from referee.service.settings import Settings
@@ -420,3 +421,15 @@ def write_pems(ca: trustme.CA, folder: Path) -> dict[str, Path]:
     client.cert_chain_pems[0].write_to_path(str(paths["client_cert"]))
     client.private_key_pem.write_to_path(str(paths["client_key"]))
     return paths
+
+
+async def new_managed_game(games: GameManager, seed: str = "review") -> Created:
+    """A seeded partnership game created straight through a ``GameManager`` (no gRPC)."""
+    return await games.create(
+        variant="partnership",
+        options=None,
+        first_dealer=0,
+        deal_mode={"mode": "seed", "seed": seed},
+        players=(),
+        token=None,
+    )

@@ -25,7 +25,14 @@ from referee.store import postgres as postgres_module
 from referee.store.base import ALL_GAMES, SchemaChanged, StoreError
 from referee.store.postgres import PostgresStore
 from referee.store.sqlite import SqliteStore
-from tests.service_helpers import health_stub, new_table, play_step, quiet_logs, serving
+from tests.service_helpers import (
+    health_stub,
+    new_managed_game,
+    new_table,
+    play_step,
+    quiet_logs,
+    serving,
+)
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
 
@@ -186,14 +193,7 @@ async def test_a_housekeeping_round_under_way_when_the_store_stops_serving_logs_
     store = SqliteStore(tmp_path / "referee.db")
     await store.open()
     games = GameManager(store)
-    created = await games.create(
-        variant="partnership",
-        options=None,
-        first_dealer=0,
-        deal_mode={"mode": "seed", "seed": "behind"},
-        players=[],
-        token=None,
-    )
+    created = await new_managed_game(games, "behind")
     games.behind.add(created.game_id)  # a change announced that failed to fold in
     lost = "schema 'public' has schema version 1, but this release serves a newer one"
     stopped = False  # the store's own flag (PostgresStore._schema_lost)

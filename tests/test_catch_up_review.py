@@ -32,7 +32,7 @@ from referee.service import games as games_module
 from referee.service.games import GameManager
 from referee.store.base import AuditRow, Commit, GameStore, LogRow, StoreError
 from referee.store.sqlite import SqliteStore
-from tests.service_helpers import quiet_logs
+from tests.service_helpers import new_managed_game, quiet_logs
 
 BOUND = 10.0  # seconds any wait below may take before the test fails
 
@@ -215,14 +215,7 @@ async def _landing(tmp_path: Path) -> AsyncIterator[tuple[LandsThenFails, GameMa
 
 async def _new_game(manager: GameManager, seed: str = "landed") -> tuple[str, list[str]]:
     """A seeded partnership game: its id and seat tokens."""
-    created = await manager.create(
-        variant="partnership",
-        options=None,
-        first_dealer=0,
-        deal_mode={"mode": "seed", "seed": seed},
-        players=[],
-        token=None,
-    )
+    created = await new_managed_game(manager, seed)
     return created.game_id, created.seat_tokens
 
 

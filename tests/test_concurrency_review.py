@@ -14,7 +14,7 @@ import pytest_asyncio
 from referee.service.games import Created, GameManager
 from referee.store.base import GameRecord, GameStore
 from referee.store.sqlite import SqliteStore
-from tests.service_helpers import quiet_logs
+from tests.service_helpers import new_managed_game, quiet_logs
 
 BOUND = 10.0  # seconds any wait below may take before the test fails
 BID = {"type": "bid", "amount": 250}  # seat 1 opens a partnership auction dealt by seat 0
@@ -65,14 +65,7 @@ async def sqlite(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 
 async def _new_game(games: GameManager) -> Created:
-    return await games.create(
-        variant="partnership",
-        options=None,
-        first_dealer=0,
-        deal_mode={"mode": "seed", "seed": "review"},
-        players=[],
-        token=None,
-    )
+    return await new_managed_game(games)
 
 
 async def _turns() -> None:

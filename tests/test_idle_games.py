@@ -24,7 +24,16 @@ from referee.service.settings import ENV_PREFIX, IDLE_AFTER, Settings, settings_
 from referee.store.base import AuditRow, Commit
 from referee.store.postgres import PostgresStore
 from referee.store.sqlite import SqliteStore
-from tests.service_helpers import Served, Table, new_table, play, play_step, refused, serving
+from tests.service_helpers import (
+    Served,
+    Table,
+    new_managed_game,
+    new_table,
+    play,
+    play_step,
+    refused,
+    serving,
+)
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
 IDLE = 100.0  # seconds
@@ -353,14 +362,7 @@ async def _closing(*stores: SqliteStore | PostgresStore) -> None:
 
 
 async def _race_game(games: GameManager) -> Created:
-    return await games.create(
-        variant="partnership",
-        options=None,
-        first_dealer=0,
-        deal_mode={"mode": "seed", "seed": "race"},
-        players=[],
-        token=None,
-    )
+    return await new_managed_game(games, "race")
 
 
 async def test_a_request_that_arrives_while_the_eviction_waits_keeps_the_game(

@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 
 from referee.service.errors import ServiceError
-from referee.service.games import Created, GameManager
+from referee.service.games import GameManager
 from referee.store.base import (
     AuditRow,
     Commit,
@@ -33,6 +33,7 @@ from referee.store.base import (
 )
 from referee.store.postgres import PostgresStore
 from referee.store.sqlite import SqliteStore
+from tests.service_helpers import new_managed_game
 from tests.test_store import (
     POSTGRES_URL,
     Backend,
@@ -104,17 +105,6 @@ async def sqlite(tmp_path: Path) -> AsyncIterator[SqliteStore]:
         yield store
     finally:
         await store.close()
-
-
-async def new_managed_game(games: GameManager, seed: str = "review") -> Created:
-    return await games.create(
-        variant="partnership",
-        options=None,
-        first_dealer=0,
-        deal_mode={"mode": "seed", "seed": seed},
-        players=(),
-        token=None,
-    )
 
 
 async def audit_of(store: GameStore, game_id: str) -> list[AuditRow]:
