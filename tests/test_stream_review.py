@@ -253,9 +253,23 @@ async def test_from_version_beyond_the_current_one(srv: Served) -> None:
     done = await new_table(srv.client, "partnership", {"target": 100}, seed="future-done")
     await play(done, random.Random(2))
     assert [item async for item in done.seats[0].watch(10**9)] == []
-    assert [item async for item in done.seats[0].watch(-5)] == [
-        item async for item in done.seats[0].watch(0)
-    ]
+
+
+async def test_a_negative_from_version_is_invalid(srv: Served) -> None:
+    """Refused, as a negative after_seq is: it used to be read as 0 (the whole game), so a
+    client's broken cursor went unnoticed. Nothing is sent and the game is unchanged."""
+    table = await new_table(srv.client, "partnership", seed="negative-version")
+    for session in (table.seats[0], table.spec, table.adj):
+        for version in (-1, -(2**40)):
+            error = await refused(asyncio.wait_for(anext(session.watch(version)), 5))
+            assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert error.fields == ["from_version"]
+            assert "from_version must not be negative" in error.message
+    await table.seats[0].view()
+    assert table.seats[0].version == 0
+    # A version the game has not reached stays accepted (pinned above).
+    await table.seats[1].submit({"type": "pass"}, expected_version=0)
+    assert await until_idle(table.seats[0].watch(10**9)) == []
 
 
 async def test_after_seq_beyond_the_last_event_is_refused(srv: Served) -> None:

@@ -184,6 +184,11 @@ class RefereeServicer(pb_grpc.RefereeServiceServicer):
     ) -> AsyncIterator[pb.WatchGameResponse]:
         if request.after_seq < 0:
             raise invalid("after_seq must not be negative", "after_seq")
+        # Refused as after_seq is: read as 0, a negative version gave the whole game, so a
+        # client's broken cursor went unnoticed. A version the game has not reached yet is
+        # accepted (events after it are sent as they come; test_stream_review pins it).
+        if request.from_version < 0:
+            raise invalid("from_version must not be negative", "from_version")
         stream = self.games.watch(
             _game_id(request.game_id),
             _token(context),
