@@ -201,8 +201,10 @@ class Server:
         return ""
 
 
-def start_server(folder: Path) -> Server:
-    """``pinochle-referee serve`` on port 0 of 127.0.0.1; its address comes from its log."""
+def start_server(folder: Path, cores: set[int] | None = None) -> Server:
+    """``pinochle-referee serve`` on port 0 of 127.0.0.1; its address comes from its log.
+
+    ``cores``: the CPUs the server (every thread it will start) may run on; None, any."""
     db = folder / "bench.db"
     log = folder / "server.log"
     command = [
@@ -225,8 +227,16 @@ def start_server(folder: Path) -> Server:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINOCHLE_REFEREE_")}
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, env=env
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+            env=env,
         )
+    if cores is not None:
+        # Popen returns once the program is exec'd; Python starts no thread of its own before
+        # the server's start-up, so gRPC's and the store's threads, started later, inherit it.
+        os.sched_setaffinity(process.pid, cores)
     server = Server(process, "", db, log)
     deadline = time.perf_counter() + SERVER_START_TIMEOUT
     while time.perf_counter() < deadline:
@@ -626,6 +636,17 @@ async def run_memory(address: str, server_pid: int, plan: MemoryPlan) -> dict[st
     }
 
 
+def split_cores() -> tuple[set[int], set[int]]:
+    """The server's CPU and the clients' for ``--split-cores``: the first this process may use
+    for the server, the rest for the clients, so neither takes CPU time from the other."""
+    if not hasattr(os, "sched_setaffinity"):
+        raise SystemExit("--split-cores needs os.sched_setaffinity (Linux)")
+    usable = sorted(os.sched_getaffinity(0))
+    if len(usable) < 2:
+        raise SystemExit(f"--split-cores needs at least 2 CPUs; this process may use {usable}")
+    return {usable[0]}, set(usable[1:])
+
+
 def _client_main(job: str, address: str, server_pid: int, plan: object, conn: Connection) -> None:
     """The client process: run one job under asyncio and send its result (or error) back."""
     try:
@@ -900,7 +921,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.service", description=__doc__)
     add_run_arguments(parser, "small workloads (a smoke run)", merges=True)
     parser.add_argument("--check", action="store_true", help="exit 1 if any figure misses")
+    parser.add_argument(
+        "--split-cores",
+        action="store_true",
+        help="the server on the first CPU, the clients on the others (Linux; not make bench's"
+        " way: one of the options issue 4's timed targets wait on a ruling for)",
+    )
     args = parser.parse_args(argv)
+    server_cores, client_cores = split_cores() if args.split_cores else (None, None)
     sizes = QUICK if args.quick else Sizes()
     output = output_path(args)
 
@@ -920,7 +948,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     server_info: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="referee-bench-") as folder:
         log.print("[dim]starting pinochle-referee serve ...[/]")
-        server = start_server(Path(folder))
+        server = start_server(Path(folder), server_cores)
+        if client_cores is not None:
+            # This thread runs the latency client, and the spawned clients inherit its CPUs.
+            os.sched_setaffinity(0, client_cores)
         try:
             asyncio.run(wait_serving(server.address))
             rss_start = rss_bytes(server.pid)
@@ -952,6 +983,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             server_info = {
                 "command": "pinochle-referee serve --port 0 --metrics-port 0 "
                 "--max-games 1000000 --log-format json (log to a file)",
+                "cores": "any"
+                if server_cores is None
+                else f"server {sorted(server_cores)}, clients {sorted(client_cores or ())}",
                 "store": "sqlite, WAL, synchronous=FULL (temporary file)",
                 "rss_at_start_mb": round(rss_start / MB, 1),
                 "db_mb": round(
@@ -966,7 +1000,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     load_end = os.getloadavg() if hasattr(os, "getloadavg") else None
 
-    show(console, figures, env)
+    split = (
+        ""
+        if server_cores is None
+        else (
+            f"pinochle-referee serve on {HOST}, SQLite WAL synchronous=FULL, metrics off; "
+            f"Python {env['python']} on {env['machine']} ({env['cores']} cores); "
+            f"server on CPU {sorted(server_cores)}, clients on {sorted(client_cores or ())}"
+        )
+    )
+    show(console, figures, env, caption=split)
     service = {
         "format": RESULTS_FORMAT,
         **env,
