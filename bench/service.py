@@ -227,11 +227,7 @@ def start_server(folder: Path, cores: set[int] | None = None) -> Server:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINOCHLE_REFEREE_")}
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=sink,
-            env=env,
+            command, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, env=env
         )
     if cores is not None:
         # Popen returns once the program is exec'd; Python starts no thread of its own before
@@ -873,6 +869,7 @@ def show(
     env: Mapping[str, object],
     title: str = "Pinochle referee service benchmark",
     caption: str = "",
+    sharing: str = "client and server share the machine",
 ) -> None:
     """The figures as a table (bench/soak.py and bench/game_memory.py print theirs with it)."""
     table = Table(
@@ -880,8 +877,7 @@ def show(
         caption=caption
         or (
             f"pinochle-referee serve on {HOST}, SQLite WAL synchronous=FULL, metrics off; "
-            f"Python {env['python']} on {env['machine']} ({env['cores']} cores); "
-            "client and server share the machine"
+            f"Python {env['python']} on {env['machine']} ({env['cores']} cores); {sharing}"
         ),
     )
     table.add_column("figure")
@@ -929,6 +925,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     server_cores, client_cores = split_cores() if args.split_cores else (None, None)
+    sharing = (
+        "client and server share the machine"
+        if server_cores is None
+        else f"server on CPU {sorted(server_cores)}, clients on {sorted(client_cores or ())}"
+    )
     sizes = QUICK if args.quick else Sizes()
     output = output_path(args)
 
@@ -983,9 +984,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             server_info = {
                 "command": "pinochle-referee serve --port 0 --metrics-port 0 "
                 "--max-games 1000000 --log-format json (log to a file)",
-                "cores": "any"
-                if server_cores is None
-                else f"server {sorted(server_cores)}, clients {sorted(client_cores or ())}",
+                "cores": sharing,
                 "store": "sqlite, WAL, synchronous=FULL (temporary file)",
                 "rss_at_start_mb": round(rss_start / MB, 1),
                 "db_mb": round(
@@ -1000,16 +999,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     load_end = os.getloadavg() if hasattr(os, "getloadavg") else None
 
-    split = (
-        ""
-        if server_cores is None
-        else (
-            f"pinochle-referee serve on {HOST}, SQLite WAL synchronous=FULL, metrics off; "
-            f"Python {env['python']} on {env['machine']} ({env['cores']} cores); "
-            f"server on CPU {sorted(server_cores)}, clients on {sorted(client_cores or ())}"
-        )
-    )
-    show(console, figures, env, caption=split)
+    show(console, figures, env, sharing=sharing)
     service = {
         "format": RESULTS_FORMAT,
         **env,
