@@ -632,6 +632,11 @@ async def run_memory(address: str, server_pid: int, plan: MemoryPlan) -> dict[st
     }
 
 
+# How client and server use the machine's CPUs, as the table's caption and results.json say it
+# (``make bench``'s way; ``--split-cores`` names the CPUs instead).
+SHARED_CORES: Final = "client and server share the machine"
+
+
 def split_cores() -> tuple[set[int], set[int]]:
     """The server's CPU and the clients' for ``--split-cores``: the first this process may use
     for the server, the rest for the clients, so neither takes CPU time from the other."""
@@ -869,7 +874,7 @@ def show(
     env: Mapping[str, object],
     title: str = "Pinochle referee service benchmark",
     caption: str = "",
-    sharing: str = "client and server share the machine",
+    sharing: str = SHARED_CORES,
 ) -> None:
     """The figures as a table (bench/soak.py and bench/game_memory.py print theirs with it)."""
     table = Table(
@@ -926,7 +931,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server_cores, client_cores = split_cores() if args.split_cores else (None, None)
     sharing = (
-        "client and server share the machine"
+        SHARED_CORES
         if server_cores is None
         else f"server on CPU {sorted(server_cores)}, clients on {sorted(client_cores or ())}"
     )
