@@ -188,7 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--keep-going", action="store_true", help="report every illegal action, skipping each"
     )
     audit.add_argument(
-        "--jobs", type=int, default=1, help="processes for large batches (at most one per CPU)"
+        "--jobs",
+        type=int,
+        default=1,
+        help="processes for large batches (at most one per CPU and per file)",
     )
     commands.add_parser(
         "query",

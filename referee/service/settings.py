@@ -149,7 +149,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default = os.environ.get(ENV_PREFIX + field.upper(), fallback)
         parser.add_argument(f"--{name}", type=kind, default=default, help=what)
 
-    flag("host", str, "the address to listen on (0.0.0.0: every interface; default %(default)s)")
+    flag(
+        "host",
+        str,
+        "the address to listen on (0.0.0.0 for every IPv4 interface, :: for every interface;"
+        " default %(default)s)",
+    )
     flag(
         "port",
         _port,
