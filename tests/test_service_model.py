@@ -42,6 +42,7 @@ import contextlib
 import hashlib
 import json
 import random
+import re
 import tempfile
 import uuid
 from collections.abc import Awaitable, Mapping, Sequence
@@ -87,6 +88,8 @@ MAX_ACTIONS = 1500  # playing a game out at the end: far more than a short game 
 # Callers without a seat draw from a per-game refusal budget (referee/service/limits.py); the
 # machine sends a few dozen such requests at most, kept well inside it.
 REFUSAL_BURST = 100_000
+WATCH_WINDOW = 80
+EVENTS_IN_MEMORY = 16
 
 RUNS = {
     "sqlite": settings(
@@ -114,6 +117,20 @@ _ROLE = {
 def plain_json(data: object) -> Any:
     """``data`` as JSON carries it (tuples as lists, int keys as strings)."""
     return json.loads(json.dumps(data))
+
+
+CARD = re.compile(r"(A|10|K|Q|J|9)[SHDC]")
+
+
+def card_names(data: object) -> set[str]:
+    """Every card name anywhere in JSON data."""
+    if isinstance(data, str):
+        return {data} if CARD.fullmatch(data) else set()
+    if isinstance(data, Mapping):
+        return set().union(*(card_names(v) for v in data.values()))
+    if isinstance(data, list | tuple):
+        return set().union(*(card_names(v) for v in data))
+    return set()
 
 
 def commitment_of(deal_json: Mapping[str, object], salt_hex: str) -> str:
@@ -172,6 +189,10 @@ class Model:
     state: GameState = field(init=False)
     log: list[LogEntry] = field(default_factory=list)
     events: int = 0  # events in the game's log so far (their seqs are 1..events)
+    logged: list[dict[str, object]] = field(default_factory=list)  # all of them, in order
+    # Role -> every card name the events it may see have named (and, for a seat, the cards it
+    # sent itself): all it can know, so all any answer to it may name.
+    known: dict[int | str, set[str]] = field(default_factory=dict)
     audit: list[Entry] = field(default_factory=list)
     accepted: list[Accepted] = field(default_factory=list)
     refused_ids: dict[int, set[str]] = field(default_factory=dict)  # seat -> ids refused
@@ -180,6 +201,7 @@ class Model:
     salts: dict[int, str] = field(default_factory=dict)  # hand -> as revealed
 
     def __post_init__(self) -> None:
+        self.known = {role: set() for role in (*range(self.rules.players), "spectator")}
         self.state = new_game(self.rules, 0)
         self.events = len(self._deal())
 
@@ -199,7 +221,7 @@ class Model:
         out = []
         for one in events:
             self.events += 1
-            out.append(
+            self.logged.append(
                 {
                     "seq": self.events,
                     "version": self.state.version,
@@ -208,6 +230,10 @@ class Model:
                     "data": plain_json(dict(one.data)),
                 }
             )
+            out.append(self.logged[-1])
+            for role, names in self.known.items():
+                if visible_to(one, role):
+                    names.update(card_names(one.data))
         return out
 
     def act(self, seat: int, action_json: Mapping[str, object]) -> list[dict[str, object]]:
@@ -224,6 +250,16 @@ class Model:
         if self.state.hand is None and not self.state.over:
             out += self._deal()
         return out
+
+    def filled(self, logged: Mapping[str, object]) -> dict[str, object]:
+        """A logged event with the commitment or salt the server published for it."""
+        data = logged["data"]
+        assert isinstance(data, dict)
+        if logged["kind"] == "deal_committed":
+            return {**logged, "data": {**data, "commitment": self.commitments[data["hand"]]}}
+        if logged["kind"] == "deal_salt":
+            return {**logged, "data": {**data, "salt": self.salts[data["hand"]]}}
+        return dict(logged)
 
     def refusal(self, seat: int, action_json: Mapping[str, object]) -> IllegalAction | None:
         """What the engine says of the action now: its refusal, or None when it is legal."""
@@ -291,6 +327,10 @@ class ServiceMachine(RuleBasedStateMachine):
                 metrics_port=0,
                 adjudicator_token=ADJUDICATOR_TOKEN,
                 refusal_burst=REFUSAL_BURST,
+                # Small, so that a finished game's WatchGame meets the events kept in memory,
+                # those read back from the log and a snapshot for those beyond the window.
+                watch_window=WATCH_WINDOW,
+                events_in_memory=EVENTS_IN_MEMORY,
             )
             if self.backend == "postgres":
                 schema = self.resources.enter_context(postgres_schema("test_service_model"))
@@ -386,6 +426,8 @@ class ServiceMachine(RuleBasedStateMachine):
         action: Mapping[str, object],
     ) -> None:
         sent = plain_json(action_to_json(action_from_json(action)))
+        if seat is not None:
+            self.model.known[seat] |= card_names(sent)
         self.model.audit.append(Entry(role, seat, "refused", code, request_id, self.current, sent))
         if seat is not None:
             self.model.refused_ids.setdefault(seat, set()).add(request_id)
@@ -448,6 +490,10 @@ class ServiceMachine(RuleBasedStateMachine):
             if role != "adjudicator":
                 for secret in ("hands", "deal", "stock"):
                     assert secret not in hand, f"{role} was shown {secret}"
+        if role != "adjudicator":
+            # Independently of the engine's view: nothing names a card the role cannot know.
+            leaked = card_names(shown) - self.model.known[role]
+            assert not leaked, f"{role} was shown {sorted(leaked)}"
         assert shown == self.model.view(role)
 
     # -- acting ----------------------------------------------------------------------------
@@ -490,6 +536,7 @@ class ServiceMachine(RuleBasedStateMachine):
             f"seat {seat} {dict(action)} at {version} refused: {answer}"
         )
         event(f"accepted {action['type']}")
+        self.model.known[seat] |= card_names(dict(action))
         canonical = plain_json(encode_action(decode_action(dict(action))))
         predicted = self.model.act(seat, action)
         assert answer.version == version + 1 == self.current
@@ -876,6 +923,9 @@ class ServiceMachine(RuleBasedStateMachine):
             ]
             if role != "adjudicator":
                 assert all(not (e.hash or e.previous_hash or e.hashed_content) for e in entries)
+                for entry in entries:
+                    leaked = card_names(struct_to_dict(entry.action)) - model.known[role]
+                    assert not leaked, f"{role} was shown {sorted(leaked)} in {entry}"
         if not model.state.over:
             error = await _refusal(
                 self.client.referee.ExportGame(
@@ -960,6 +1010,62 @@ class ServiceMachine(RuleBasedStateMachine):
             assert record == self.model.record()
             verdict = audit_record(record)
             assert verdict.get("legal") is True and verdict.get("finished") is True, verdict
+        await self.check_watches(random.Random(self.model.seed))
+
+    async def check_watches(self, rng: random.Random) -> None:
+        """WatchGame of the finished game, for every role, from its start, from a version or
+        after an event: exactly the events the role may see, in order, after a snapshot of
+        its view when some of the events asked for are older than the watch window (then the
+        game's end leaves nothing after it)."""
+        model = self.model
+        logged = [model.filled(e) for e in model.logged]
+        window = self.replicas[0].settings.watch_window
+        roles: list[tuple[int | str, str]] = [
+            *enumerate(self.seat_tokens),
+            ("spectator", self.spectator_token),
+            ("adjudicator", self.adjudicator_token),
+        ]
+        for role, token in roles:
+            how = rng.choice(["start", "version", "seq"])
+            from_version = rng.randint(0, self.current) if how == "version" else 0
+            after_seq = rng.randint(1, len(logged)) if how == "seq" else 0
+            if from_version > 0:
+                wanted = [e for e in logged if _int(e["version"]) > from_version]
+            else:
+                wanted = logged[after_seq:]
+            visible = [
+                e
+                for e in wanted
+                if visible_to(Event(str(e["kind"]), _audience(e["audience"]), {}), role)
+            ]
+            items = [
+                item
+                async for item in self.client.referee.WatchGame(
+                    pb.WatchGameRequest(
+                        game_id=self.game_id, from_version=from_version, after_seq=after_seq
+                    ),
+                    metadata=bearer(token),
+                )
+            ]
+            older = bool(wanted) and _int(wanted[0]["seq"]) < len(logged) - window + 1
+            event(f"watch {how} {'snapshot' if older else 'events'}")
+            if older:
+                assert len(items) == 1 and items[0].HasField("snapshot"), (role, how, items)
+                assert items[0].snapshot.version == self.current
+                self.check_view(items[0].snapshot.view_json, role)
+                continue
+            shown = [
+                {
+                    "seq": i.event.seq,
+                    "version": i.event.version,
+                    "kind": i.event.kind,
+                    "audience": i.event.audience,
+                    "data": json.loads(i.event.data_json),
+                }
+                for i in items
+            ]
+            assert all(i.HasField("event") for i in items), (role, how)
+            assert shown == visible, (role, how, from_version, after_seq)
 
 
 async def _refusal(call: Awaitable[object]) -> RefereeError:
@@ -968,6 +1074,11 @@ async def _refusal(call: Awaitable[object]) -> RefereeError:
     except grpc.aio.AioRpcError as error:
         return RefereeError(error)
     raise AssertionError("the call was accepted but should have been refused")
+
+
+def _int(value: object) -> int:
+    assert isinstance(value, int)
+    return value
 
 
 def _audience(value: object) -> str | int:
