@@ -85,9 +85,12 @@ T = TypeVar("T")
 
 STEP_TIMEOUT = 60.0  # a step that hangs fails instead
 MAX_ACTIONS = 1500  # playing a game out at the end: far more than a short game takes
-# Callers without a seat draw from a per-game refusal budget (referee/service/limits.py); the
-# machine sends a few dozen such requests at most, kept well inside it.
-REFUSAL_BURST = 100_000
+# Callers without a seat draw from a per-game refusal budget (referee/service/limits.py), kept
+# by each server, afresh on a restart. A small burst refilled at the slowest rate allowed (a
+# token every 1,000 s, while a run takes seconds) makes it exact enough to model: the first
+# REFUSAL_BURST such refusals on a server are audited, the others refused unaudited.
+REFUSAL_BURST = 4
+REFUSAL_RATE = 0.001
 WATCH_WINDOW = 80
 EVENTS_IN_MEMORY = 16
 
@@ -311,6 +314,7 @@ class ServiceMachine(RuleBasedStateMachine):
 
     variant: ClassVar[str] = ""
     backend: ClassVar[str] = ""
+    game_options: ClassVar[dict[str, object] | None] = None  # None: SHORT_GAME's
 
     def __init__(self) -> None:
         super().__init__()
@@ -319,6 +323,7 @@ class ServiceMachine(RuleBasedStateMachine):
         self.runner = asyncio.Runner()
         self.resources.callback(self.runner.close)
         self.replicas: list[Replica] = []
+        self.budgets: list[int] = []  # each server's refusal budget left for the game
         self.completed = True  # the last step ran to its end (teardown then plays the game out)
         self.rng = random.Random(0)
         try:
@@ -327,6 +332,7 @@ class ServiceMachine(RuleBasedStateMachine):
                 metrics_port=0,
                 adjudicator_token=ADJUDICATOR_TOKEN,
                 refusal_burst=REFUSAL_BURST,
+                refusal_rate=REFUSAL_RATE,
                 # Small, so that a finished game's WatchGame meets the events kept in memory,
                 # those read back from the log and a snapshot for those beyond the window.
                 watch_window=WATCH_WINDOW,
@@ -344,10 +350,11 @@ class ServiceMachine(RuleBasedStateMachine):
                 count = 1
             for _ in range(count):
                 self.replicas.append(self.run(start_replica(base)))
+                self.budgets.append(REFUSAL_BURST)
         except BaseException:
             self.close()  # hypothesis calls teardown only on a machine it got
             raise
-        self.options = SHORT_GAME[self.variant]
+        self.options = self.game_options or SHORT_GAME[self.variant]
         self.ruleset = resolve_options(self.variant, self.options, for_game=True)
         self.deck = [format_card(c) for c in sorted(set(canonical_deck(self.ruleset.deck)))]
 
@@ -832,11 +839,13 @@ class ServiceMachine(RuleBasedStateMachine):
     @rule(
         who=st.sampled_from(["none", "wrong", "spectator", "adjudicator", "server"]),
         rng=st.randoms(use_true_random=False),
+        times=st.integers(1, 3),
     )
-    def not_a_seat(self, who: str, rng: random.Random) -> None:
+    def not_a_seat(self, who: str, rng: random.Random, times: int) -> None:
         """Rule 6: only a seat acts. No token or a token of no caller in the game is
         UNAUTHENTICATED; the spectator and the adjudicators are PERMISSION_DENIED. Audited,
-        nothing changed."""
+        nothing changed; past the server's refusal budget, a caller without a seat (not the
+        adjudicator) is RESOURCE_EXHAUSTED TOO_MANY_REFUSALS instead, unaudited."""
         self.completed = False
         token = {
             "none": None,
@@ -845,21 +854,38 @@ class ServiceMachine(RuleBasedStateMachine):
             "adjudicator": self.adjudicator_token,
             "server": ADJUDICATOR_TOKEN,
         }[who]
+        for _ in range(times):
+            self.stranger(who, token, rng)
+        self.completed = True
+
+    def stranger(self, who: str, token: str | None, rng: random.Random) -> None:
+        """One request to act by a caller who is no seat, to a server chosen here (each
+        keeps its own budget)."""
         if not self.model.state.over and rng.random() < 0.7:
             _, action = self.legal_choice(rng)
         else:
             action = self.any_action(rng)
         request_id = uuid.uuid4().hex
-        answer = self.run(self.submit(token, action, self.current, request_id))
+        index = rng.randrange(len(self.replicas))
+        client = self.replicas[index].client
+        answer = self.run(self.submit(token, action, self.current, request_id, client))
         status = (
             grpc.StatusCode.UNAUTHENTICATED
             if who in ("none", "wrong")
             else grpc.StatusCode.PERMISSION_DENIED
         )
+        if who in ("none", "wrong", "spectator"):  # no seat, no adjudicator: from the budget
+            if self.budgets[index] == 0:
+                error = self.refused_with(
+                    answer, grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_REFUSALS"
+                )
+                assert error.metadata.get("refused") == status.name
+                assert error.retry_delay is not None and error.retry_delay > 0
+                return  # not audited
+            self.budgets[index] -= 1
         self.refused_with(answer, status, status.name)
         role = {"spectator": "spectator", "adjudicator": "adjudicator", "server": "adjudicator"}
         self.audit_refusal(role.get(who, "anonymous"), None, status.name, request_id, action)
-        self.completed = True
 
     @rule(which=st.integers(0, 1))
     def restart(self, which: int) -> None:
@@ -872,6 +898,7 @@ class ServiceMachine(RuleBasedStateMachine):
             old = self.replicas[index]
             await stop_replica(old)
             self.replicas[index] = await start_replica(old.settings)
+            self.budgets[index] = REFUSAL_BURST  # a restart starts the budgets afresh
 
         self.run(go())
         self.completed = True
