@@ -403,7 +403,7 @@ class ServiceMachine(RuleBasedStateMachine):
         client = self.client if client is None else client
         request = pb.SubmitActionRequest(
             game_id=self.game_id,
-            action=action_from_json(action),
+            action=action_from_json(action) if action else pb.Action(),
             expected_version=expected_version,
             request_id=request_id,
         )
@@ -886,6 +886,46 @@ class ServiceMachine(RuleBasedStateMachine):
         self.refused_with(answer, status, status.name)
         role = {"spectator": "spectator", "adjudicator": "adjudicator", "server": "adjudicator"}
         self.audit_refusal(role.get(who, "anonymous"), None, status.name, request_id, action)
+
+    @rule(
+        kind=st.sampled_from(["no action", "long id", "NUL in id", "longest id"]),
+        rng=st.randoms(use_true_random=False),
+    )
+    def malformed_request(self, kind: str, rng: random.Random) -> None:
+        """A seat's request the service refuses before the rules look at it: no action
+        (MALFORMED_ACTION, field ``action``), a request id over 128 characters or holding NUL
+        (INVALID_ARGUMENT, field ``request_id``). Audited, with as much of the id as may be
+        stored; nothing changed. An id of exactly 128 characters is fine."""
+        self.completed = False
+        seat = self.any_seat(rng)
+        action = {} if kind == "no action" else self.any_action(rng, seat)
+        request_id = {
+            "no action": uuid.uuid4().hex,
+            "long id": "r" * 129,
+            "NUL in id": "a\x00" + uuid.uuid4().hex,
+            "longest id": uuid.uuid4().hex.ljust(128, "x"),
+        }[kind]
+        if kind == "longest id":  # fresh (uuid4): a request like any other
+            self.run(self.act(seat, action, request_id))
+            self.completed = True
+            return
+        answer = self.run(self.submit(self.token(seat), action, self.current, request_id))
+        reason = "MALFORMED_ACTION" if kind == "no action" else "INVALID_ARGUMENT"
+        error = self.refused_with(answer, grpc.StatusCode.INVALID_ARGUMENT, reason)
+        assert error.fields == ["action" if kind == "no action" else "request_id"]
+        stored_id = request_id[:128].replace("\x00", "?")
+        self.model.audit.append(
+            Entry(
+                "seat",
+                seat,
+                "refused",
+                reason,
+                stored_id,
+                self.current,
+                plain_json(action_to_json(action_from_json(action))) if action else None,
+            )
+        )
+        self.completed = True
 
     @rule(which=st.integers(0, 1))
     def restart(self, which: int) -> None:
