@@ -960,6 +960,7 @@ class ServiceMachine(RuleBasedStateMachine):
         roles: list[tuple[int | str, str]] = [
             *((seat, token) for seat, token in enumerate(self.seat_tokens)),
             ("spectator", self.spectator_token),
+            ("adjudicator", ADJUDICATOR_TOKEN),  # the server's credential reaches every game
             ("adjudicator", self.adjudicator_token),
         ]
         for role, token in roles:
@@ -967,6 +968,10 @@ class ServiceMachine(RuleBasedStateMachine):
                 pb.GetGameRequest(game_id=self.game_id), metadata=bearer(token)
             )
             assert got.version == model.state.version
+            assert (got.role, got.seat) == (
+                _ROLE["seat" if isinstance(role, int) else role],
+                role if isinstance(role, int) else 0,
+            )
             self.check_view(got.view_json, role)
             request = pb.ListLegalActionsRequest(game_id=self.game_id)
             if isinstance(role, int):
@@ -978,6 +983,11 @@ class ServiceMachine(RuleBasedStateMachine):
                     self.client.referee.ListLegalActions(request, metadata=bearer(token))
                 )
                 assert error.code == grpc.StatusCode.PERMISSION_DENIED
+        for token in (None, "not-a-token-of-this-game"):
+            error = await _refusal(
+                referee.GetGame(pb.GetGameRequest(game_id=self.game_id), metadata=bearer(token))
+            )
+            assert error.code == grpc.StatusCode.UNAUTHENTICATED
         # The audit log: exactly the model's entries, whole for the adjudicator, and as one
         # other role (a seat, or the spectator) may see them.
         other: int | str = self.rng.choice([*range(self.ruleset.players), "spectator"])
