@@ -189,6 +189,8 @@ class Model:
 
     rules: RuleSet
     seed: str
+    dealer: int = 0  # the first dealer
+    players: list[str] | None = None  # the players' names, when given
     state: GameState = field(init=False)
     log: list[LogEntry] = field(default_factory=list)
     events: int = 0  # events in the game's log so far (their seqs are 1..events)
@@ -205,7 +207,7 @@ class Model:
 
     def __post_init__(self) -> None:
         self.known = {role: set() for role in (*range(self.rules.players), "spectator")}
-        self.state = new_game(self.rules, 0)
+        self.state = new_game(self.rules, self.dealer)
         self.events = len(self._deal())
 
     def _deal(self) -> list[dict[str, object]]:
@@ -279,7 +281,8 @@ class Model:
         return plain_json(view(self.state, role))  # type: ignore[no-any-return]
 
     def record(self) -> dict[str, object]:
-        return plain_json(export_record(self.rules, 0, self.log))  # type: ignore[no-any-return]
+        record = export_record(self.rules, self.dealer, self.log, self.players)
+        return plain_json(record)  # type: ignore[no-any-return]
 
     def seats_with_actions(self) -> list[int]:
         return [s for s in range(self.rules.players) if legal_actions(self.state, s)]
@@ -485,6 +488,7 @@ class ServiceMachine(RuleBasedStateMachine):
         shown = json.loads(view_json)
         assert shown.pop("game_id") == self.game_id
         assert shown.pop("deal_mode") == {"mode": "seed"}
+        assert shown.pop("players", None) == self.model.players
         hand = shown.get("hand")
         if isinstance(hand, dict):
             number = hand["number"]
@@ -615,13 +619,20 @@ class ServiceMachine(RuleBasedStateMachine):
 
     @initialize(seed=st.integers(0, 10**9), rng=st.randoms(use_true_random=False))
     def create(self, seed: int, rng: random.Random) -> None:
+        """A seeded game, its first dealer any seat, with or without the players' names."""
         self.completed = False
         self.rng = rng
-        self.model = Model(self.ruleset, f"model-{seed}")
+        players = self.ruleset.players
+        names = [f"player {n} ♠" for n in range(players)] if rng.random() < 0.5 else None
+        self.model = Model(self.ruleset, f"model-{seed}", rng.randrange(players), names)
 
         async def go() -> None:
             created = await self.client.create_game(
-                self.variant, self.options, seed=self.model.seed
+                self.variant,
+                self.options,
+                seed=self.model.seed,
+                first_dealer=self.model.dealer,
+                players=names or (),
             )
             assert created.version == 0
             self.game_id = created.game_id
