@@ -1,38 +1,53 @@
 """A model-based (stateful) test of the gRPC service API: ``RefereeService`` against a model.
 
-Hypothesis drives a :class:`ServiceMachine` through random sequences of requests to one seeded
-game: legal actions (from the model's ``legal_actions``) with fresh request ids; any action
-by any seat, legal or not (a card nobody holds, a type out of phase, a seat not to act);
-retries of any accepted request (any seat's, any earlier one); a used request id with another
-action or version; stale and future ``expected_version``s; requests with no token, a wrong
-token, the spectator's, the game's or the server's adjudicator token; restarts of the server
-on the same database; runs of legal actions to get through a hand.
+Hypothesis drives a :class:`ServiceMachine` through random sequences of requests to one game
+(seeded, or from given deals; any first dealer; with or without the players' names): legal
+actions (from the model's ``legal_actions``) with fresh request ids, none, ids another seat
+used or this seat had refused; any action by any seat, legal or not (a card not held, a card
+it may not play, a bid too low, a type out of phase, a seat not to act); retries of any
+accepted request (any seat's, any earlier one); a used request id with another action or
+version; stale and future ``expected_version``s; requests refused before the rules look at
+them (no action, a request id too long or holding NUL); requests with no token, a wrong token,
+the spectator's, the game's or the server's adjudicator token, past the refusal budget too;
+the same request sent twice at once, and one action sent at once under two ids, to one server
+or to both replicas; restarts of the server on the same database; runs of legal actions
+(interleaved with any action of the seat to act) to get through hands.
 
 The model (:class:`Model`) is a client-side copy of the engine (``new_game``/``start_hand``
 with ``SeededDeals``, ``apply``, ``legal_actions``, ``view``), as bench/service.py's
 ``ReplicaGame`` plays a seeded game, plus what a correct server keeps beside it: the events
 each action makes, numbered as the game's log numbers them (the service's ``deal_committed``
 and ``deal_salt`` events at the places the README gives them), the response of each accepted
-request id and the audit log's entries (every request to act, accepted or refused, but not a
-retry answered from its stored response: README "The audit log"). Each request's answer is
-checked against it: status, ErrorInfo reason (the code the engine's ``apply`` raises for an
-illegal action) and ``metadata["version"]``, the new version, the caller's view (the engine's
-``view`` for its role, with the service's ``game_id``, ``deal_mode`` and the hand's
-``commitment``) and its events (those its role may see). After every step every role's
-``GetGame`` and ``ListLegalActions`` must agree with the model, the adjudicator's
-``GetAuditLog`` must hold exactly the model's entries, and ``VerifyAuditLog`` say intact. At the
-end the game is played out and its ``ExportGame`` record must be the model's, audit as legal and
-finished (``referee.audit``), and each hand's commitment must open with its revealed salt.
+request id, each server's refusal budget for callers without a seat, the audit log's entries
+(every request to act, accepted or refused, but not a retry answered from its stored response
+nor a request refused past the budget: README "The audit log"), and every card name each role
+has been shown by its events. Each request's answer is checked against it: status, ErrorInfo
+reason (the code the engine's ``apply`` raises for an illegal action), ``metadata["version"]``
+and the field named, the new version, the caller's view (the engine's ``view`` for its role,
+with the service's ``game_id``, ``deal_mode``, ``players`` and the hand's ``commitment``) and
+its events (those its role may see). After every step every role's ``GetGame`` and
+``ListLegalActions`` must agree with the model, the audit log read by the adjudicator and by
+one other role must hold exactly the model's entries as that role may see them (README "What
+each role sees"), ``VerifyAuditLog`` must say intact, and no view or audit entry shown to a
+seat or the spectator may name a card its events never showed it (a check of the engine's
+views independent of them). At the end the game is played out; its ``ExportGame`` record must
+be the model's, audit as legal and finished (``referee.audit``), each hand's commitment must
+open with its revealed salt, and ``WatchGame`` of the finished game (from the start, a version
+or an event, for every role) must send exactly the events the role may see, or a snapshot of
+its view when they reach back beyond the watch window.
 
 Why a ``RuleBasedStateMachine`` rather than a random walk: each rule is a short coroutine run
 to completion on the event loop the machine owns (``asyncio.Runner``, as
 ``tests/test_store_model.py`` does), so the server, the gRPC client and every step share one
-loop; hypothesis then gets shrinking of failing runs for free.
+loop; hypothesis then gets shrinking of failing runs for free. Shrinking replays whole runs
+over gRPC, so a failure can take minutes to shrink; a passing run takes about 7 s per case.
 
-``sqlite`` runs one in-process server on a fresh file per example; a restart stops it and
-starts another on the same file. ``postgres`` runs two in-process replicas on a fresh schema
-of the test database, every request routed at random to either (a restart restarts one);
-skipped, with one reason line, where no PostgreSQL is reachable, like every PostgreSQL test.
+``sqlite`` runs one in-process server on a fresh file per example, for every variant; a
+restart stops it and starts another on the same file. ``postgres`` runs two in-process
+replicas on a fresh schema of the test database, every request routed at random to either (a
+restart restarts one), for partnership and two-handed (the slower backend; the replicas share
+everything but memory, which the variants do not change); skipped, with one reason line, where
+no PostgreSQL is reachable, like every PostgreSQL test.
 """
 
 from __future__ import annotations
