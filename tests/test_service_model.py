@@ -365,6 +365,11 @@ class ServiceMachine(RuleBasedStateMachine):
         self.resources.callback(self.runner.close)
         self.replicas: list[Replica] = []
         self.budgets: list[int] = []  # each server's refusal budget left for the game
+        # A WatchGame stream that follows the game as it is played (a random role's).
+        self.follower: asyncio.Task[None] | None = None
+        self.follower_role: int | str = "spectator"
+        self.followed: list[dict[str, object]] = []  # the events it received
+        self.snapshots = 0  # the snapshots it received
         self.completed = True  # the last step ran to its end (teardown then plays the game out)
         self.rng = random.Random(0)
         try:
@@ -409,6 +414,9 @@ class ServiceMachine(RuleBasedStateMachine):
 
     def close(self) -> None:
         try:
+            if self.follower is not None and not self.follower.done():
+                self.follower.cancel()
+                self.run(asyncio.gather(self.follower, return_exceptions=True))
             for replica in self.replicas:
                 self.run(stop_replica(replica))
         finally:
@@ -682,7 +690,13 @@ class ServiceMachine(RuleBasedStateMachine):
             self.seat_tokens = list(created.seat_tokens)
             self.spectator_token = created.spectator_token
             self.adjudicator_token = created.adjudicator_token
+            token = {"spectator": self.spectator_token, "adjudicator": self.adjudicator_token}
+            self.follower_role = follower
+            self.follower = asyncio.ensure_future(
+                self.follow(token[follower] if isinstance(follower, str) else self.token(follower))
+            )
 
+        follower: int | str = rng.choice([*range(players), "spectator", "adjudicator"])
         self.run(go())
         self.completed = True
 
@@ -1112,6 +1126,72 @@ class ServiceMachine(RuleBasedStateMachine):
 
     # -- the end ---------------------------------------------------------------------------
 
+    async def follow(self, token: str) -> None:
+        """Follow the game with WatchGame until it ends, as a client would: on a stream that
+        ends early (a server stopped: UNAVAILABLE SHUTTING_DOWN with ``after_seq``; the
+        client closed under it), watch again after the last event received, on the first
+        server (the one now there). Runs beside the steps, on the machine's loop; draws
+        nothing from hypothesis."""
+        after_seq = 0
+        while True:
+            client = self.replicas[0].client
+            request = pb.WatchGameRequest(game_id=self.game_id, after_seq=after_seq)
+            try:
+                async for item in client.referee.WatchGame(request, metadata=bearer(token)):
+                    if item.HasField("snapshot"):
+                        self.snapshots += 1
+                        continue
+                    got = item.event
+                    self.followed.append(
+                        {
+                            "seq": got.seq,
+                            "version": got.version,
+                            "kind": got.kind,
+                            "audience": got.audience,
+                            "data": json.loads(got.data_json),
+                        }
+                    )
+                    after_seq = got.seq
+                return  # the game is over: every event sent
+            except grpc.aio.AioRpcError as error:
+                ended = RefereeError(error)
+                assert ended.code in (
+                    grpc.StatusCode.UNAVAILABLE,
+                    grpc.StatusCode.CANCELLED,
+                ), f"the watch ended {ended}"
+                after_seq = max(after_seq, int(ended.metadata.get("after_seq", "0")))
+            except grpc.aio.UsageError:
+                pass  # its channel is closed: the server is being replaced (a restart)
+            except asyncio.CancelledError:
+                # The call's client was closed under it (a restart closes the old server's
+                # client first): grpc.aio raises CancelledError for a call cancelled locally.
+                # Only when this task itself is being cancelled does it stop.
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
+            await asyncio.sleep(0.02)
+
+    async def check_follower(self) -> None:
+        """The stream that followed the game sent each event its role may see once, in
+        order, with nothing else (all of them unless it fell behind the watch window and got
+        a snapshot instead of some)."""
+        assert self.follower is not None
+        await asyncio.wait_for(self.follower, STEP_TIMEOUT)
+        role = self.follower_role
+        visible = [
+            self.model.filled(e)
+            for e in self.model.logged
+            if visible_to(Event(str(e["kind"]), _audience(e["audience"]), {}), role)
+        ]
+        if self.snapshots == 0:
+            assert self.followed == visible, role
+        else:
+            seqs = [_int(e["seq"]) for e in self.followed]
+            assert seqs == sorted(set(seqs)), role
+            by_seq = {_int(e["seq"]): e for e in visible}
+            assert all(by_seq.get(_int(e["seq"])) == e for e in self.followed), role
+        event(f"followed with {self.snapshots} snapshots")
+
     async def play_out_and_export(self) -> None:
         """Play the game to its end with checked legal actions, then export it: the record is
         the model's, audits as legal and finished, and each hand's deal opens its commitment."""
@@ -1135,6 +1215,7 @@ class ServiceMachine(RuleBasedStateMachine):
             verdict = audit_record(record)
             assert verdict.get("legal") is True and verdict.get("finished") is True, verdict
         await self.check_watches(random.Random(self.model.seed))
+        await self.check_follower()
 
     async def check_watches(self, rng: random.Random) -> None:
         """WatchGame of the finished game, for every role, from its start, from a version or
