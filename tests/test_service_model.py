@@ -40,7 +40,7 @@ Why a ``RuleBasedStateMachine`` rather than a random walk: each rule is a short 
 to completion on the event loop the machine owns (``asyncio.Runner``, as
 ``tests/test_store_model.py`` does), so the server, the gRPC client and every step share one
 loop; hypothesis then gets shrinking of failing runs for free. Shrinking replays whole runs
-over gRPC, so a failure can take minutes to shrink; a passing run takes about 7 s per case.
+over gRPC, so a failure can take minutes to shrink; a passing run takes about 6 s per case, 50 s for the file.
 
 ``sqlite`` runs one in-process server on a fresh file per example, for every variant; a
 restart stops it and starts another on the same file. ``postgres`` runs two in-process
@@ -112,7 +112,7 @@ EVENTS_IN_MEMORY = 16
 
 RUNS = {
     "sqlite": settings(
-        max_examples=4,
+        max_examples=3,
         stateful_step_count=20,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
