@@ -40,7 +40,8 @@ Why a ``RuleBasedStateMachine`` rather than a random walk: each rule is a short 
 to completion on the event loop the machine owns (``asyncio.Runner``, as
 ``tests/test_store_model.py`` does), so the server, the gRPC client and every step share one
 loop; hypothesis then gets shrinking of failing runs for free. Shrinking replays whole runs
-over gRPC, so a failure can take minutes to shrink; a passing run takes about 6 s per case, 50 s for the file.
+over gRPC, so a failure can take minutes to shrink; a passing run takes about 6 s per case,
+50 s for the file.
 
 ``sqlite`` runs one in-process server on a fresh file per example, for every variant; a
 restart stops it and starts another on the same file. ``postgres`` runs two in-process
@@ -110,6 +111,10 @@ GIVEN_HANDS = 40  # deals given to a game created from given deals
 WATCH_WINDOW = 80
 EVENTS_IN_MEMORY = 16
 
+# Few examples, each a whole game (played out at the end) with a check of every role after
+# every step: about 6 s per case here, the file within a minute. Runs of more examples and of
+# other options (the kitty exchange, auto meld, winner_chooses, a 48-card double deck) were
+# made while writing it; raise max_examples to search longer.
 RUNS = {
     "sqlite": settings(
         max_examples=3,
