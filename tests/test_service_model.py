@@ -94,7 +94,15 @@ from referee.rules.options import RuleSet, resolve_options
 from referee.service.convert import action_from_json, action_to_json, struct_to_dict
 from referee.service.server import Running, start_server
 from referee.service.settings import Settings
-from tests.service_helpers import ADJUDICATOR_TOKEN, SHORT_GAME, bearer, concrete, quiet_logs
+from tests.service_helpers import (
+    ADJUDICATOR_TOKEN,
+    SHORT_GAME,
+    VARIANTS,
+    bearer,
+    concrete,
+    quiet_logs,
+    refused,
+)
 from tests.test_store import POSTGRES_URL, postgres_marks, postgres_schema
 
 T = TypeVar("T")
@@ -323,8 +331,8 @@ class Model:
         """What the engine says of the action now: its refusal, or None when it is legal."""
         try:
             apply(self.state, seat, decode_action(dict(action_json)))
-        except IllegalAction as refused:
-            return refused
+        except IllegalAction as illegal:
+            return illegal
         return None
 
     def legal(self, seat: int) -> list[dict[str, object]]:
@@ -729,13 +737,13 @@ class ServiceMachine(RuleBasedStateMachine):
         one of its refused requests' (a refusal stores no response), or one another seat
         used (ids are the seat's own: README "Rulings", Service)."""
         mine = {a.request_id for a in self.model.accepted if a.seat == seat}
-        refused = sorted(self.model.refused_ids.get(seat, set()) - mine - {""})
+        refused_ids = sorted(self.model.refused_ids.get(seat, set()) - mine - {""})
         others = sorted({a.request_id for a in self.model.accepted if a.seat != seat} - mine)
         pick = rng.random()
         if pick < 0.1:
             return ""
-        if pick < 0.3 and refused:
-            return rng.choice(refused)
+        if pick < 0.3 and refused_ids:
+            return rng.choice(refused_ids)
         if pick < 0.5 and others:
             return rng.choice(others)
         return None
@@ -1055,12 +1063,12 @@ class ServiceMachine(RuleBasedStateMachine):
                 assert legal.version == model.state.version
                 assert [struct_to_dict(s) for s in legal.actions] == model.legal(role)
             else:
-                error = await _refusal(
+                error = await refused(
                     self.client.referee.ListLegalActions(request, metadata=bearer(token))
                 )
                 assert error.code == grpc.StatusCode.PERMISSION_DENIED
         for stranger in (None, "not-a-token-of-this-game"):
-            error = await _refusal(
+            error = await refused(
                 referee.GetGame(pb.GetGameRequest(game_id=self.game_id), metadata=bearer(stranger))
             )
             assert error.code == grpc.StatusCode.UNAUTHENTICATED
@@ -1080,7 +1088,7 @@ class ServiceMachine(RuleBasedStateMachine):
                     leaked = card_names(struct_to_dict(entry.action)) - model.known[role]
                     assert not leaked, f"{role} was shown {sorted(leaked)} in {entry}"
         if not model.state.over:
-            error = await _refusal(
+            error = await refused(
                 self.client.referee.ExportGame(
                     pb.ExportGameRequest(game_id=self.game_id),
                     metadata=bearer(self.rng.choice([*self.seat_tokens, self.spectator_token])),
@@ -1291,14 +1299,6 @@ class ServiceMachine(RuleBasedStateMachine):
             assert shown == visible, (role, how, from_version, after_seq)
 
 
-async def _refusal(call: Awaitable[object]) -> RefereeError:
-    try:
-        await call
-    except grpc.aio.AioRpcError as error:
-        return RefereeError(error)
-    raise AssertionError("the call was accepted but should have been refused")
-
-
 def _int(value: object) -> int:
     assert isinstance(value, int)
     return value
@@ -1309,7 +1309,6 @@ def _audience(value: object) -> str | int:
     return int(text) if text.isdigit() else text
 
 
-VARIANTS_RUN = ("partnership", "two-handed", "cutthroat", "double-deck", "partnership-no-bid")
 BACKENDS = ("sqlite", "postgres")
 
 
@@ -1326,7 +1325,7 @@ def machine_for(variant: str, backend: str) -> type[ServiceMachine]:
     [
         pytest.param(v, b, marks=postgres_marks() if b == "postgres" else [])
         for b in BACKENDS
-        for v in (VARIANTS_RUN if b == "sqlite" else ("partnership", "two-handed"))
+        for v in (VARIANTS if b == "sqlite" else ("partnership", "two-handed"))
     ],
 )
 def test_service_agrees_with_its_model(variant: str, backend: str) -> None:
