@@ -1333,7 +1333,7 @@ def test_apply_refuses_a_seat_that_is_not_one_at_the_table(seat: object) -> None
     game = Game(resolve_options("partnership", {}), dealer=0, deals=SeededDeals("seats"))
     before = game.state
     with pytest.raises(IllegalAction) as caught:
-        apply(before, seat, decode_action({"type": "pass"}))  # type: ignore[arg-type]
+        apply(before, seat, decode_action({"type": "pass"}))
     assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", "seat")
     assert game.state is before
 

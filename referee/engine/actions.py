@@ -23,46 +23,47 @@ from referee.rules.cards import (
     parse_card,
     parse_suit,
 )
+from referee.rules.frozen import Frozen
 
 
 @dataclass(frozen=True, slots=True)
-class Bid:
+class Bid(Frozen):
     amount: int
 
 
 @dataclass(frozen=True, slots=True)
-class Pass:
+class Pass(Frozen):
     help: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class BidOrRedeal:
+class BidOrRedeal(Frozen):
     pass
 
 
 @dataclass(frozen=True, slots=True)
-class DeclareTrump:
+class DeclareTrump(Frozen):
     suit: Suit
 
 
 @dataclass(frozen=True, slots=True)
-class PassCards:
+class PassCards(Frozen):
     cards: tuple[Card, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class Discard:
+class Discard(Frozen):
     cards: tuple[Card, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class DeclaredCombination:
+class DeclaredCombination(Frozen):
     name: str
     cards: tuple[Card, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class Meld:
+class Meld(Frozen):
     """Whole-hand meld: ``cards`` shown, optional ``melds`` and ``points`` claim.
 
     Two-handed melds use ``name`` (one combination) with ``cards``.
@@ -75,22 +76,22 @@ class Meld:
 
 
 @dataclass(frozen=True, slots=True)
-class ExchangeDix:
+class ExchangeDix(Frozen):
     pass
 
 
 @dataclass(frozen=True, slots=True)
-class Concede:
+class Concede(Frozen):
     pass
 
 
 @dataclass(frozen=True, slots=True)
-class Draw:
+class Draw(Frozen):
     turn_up: bool
 
 
 @dataclass(frozen=True, slots=True)
-class Play:
+class Play(Frozen):
     card: Card
 
 

@@ -232,16 +232,18 @@ def start_hand(state: GameState, deal: Deal) -> tuple[GameState, Events]:
 # The entry point
 
 
-def check_seat(rules: RuleSet, seat: object) -> None:
-    """A seat outside the table is a malformed action, before every other code (A.5)."""
+def check_seat(rules: RuleSet, seat: object) -> int:
+    """``seat`` when it is one of the table's seats; anything else is a malformed action,
+    before every other code (A.5)."""
     # ``type(...) is int`` first: the usual case without two isinstance calls (bool, a
     # subclass of int, is not a seat).
     if type(seat) is int and 0 <= seat < rules.players:
-        return
+        return seat
     if isinstance(seat, bool) or not isinstance(seat, int) or not 0 <= seat < rules.players:
         raise IllegalAction(
             "MALFORMED_ACTION", f"seat must be a number from 0 to {rules.players - 1}", "seat"
         )
+    return int(seat)  # another subclass of int
 
 
 def check_optional_fields(setup: Setup, seat: int, action: Action) -> None:
@@ -273,42 +275,47 @@ def check_optional_fields(setup: Setup, seat: int, action: Action) -> None:
             )
 
 
-def apply(state: GameState, seat: int, action: Action) -> tuple[GameState, Events]:
+def apply(state: GameState, seat: object, action: Action) -> tuple[GameState, Events]:
     """Validate ``action`` by ``seat`` and return the new state and its events.
 
     Raises ``IllegalAction`` (the first A.5 code that applies) and changes nothing otherwise.
     The action classes are final, so the checks below compare ``type(action)`` (one lookup)
     instead of calling ``isinstance`` for each class: this runs once per action of every
     game and every audited record.
+
+    ``seat`` is an ``object``: this is where a seat from outside (a record, a caller) is
+    checked, and anything but one of the table's seat numbers is MALFORMED_ACTION (A.5). Typed
+    ``int``, the compiled core (``setup.py``) would refuse a string with ``TypeError`` before
+    that check, and take ``True`` for seat 1.
     """
     setup = state.setup
     rules = setup.rules
-    check_seat(rules, seat)
+    player = check_seat(rules, seat)
     action_class = type(action)
     if action_class is Pass or action_class is Meld:
-        check_optional_fields(setup, seat, action)
+        check_optional_fields(setup, player, action)
     if state.over:
-        raise IllegalAction("GAME_OVER", f"seat {seat}: the game is over")
+        raise IllegalAction("GAME_OVER", f"seat {player}: the game is over")
     hand = state.hand
     if hand is None:
-        raise IllegalAction("WRONG_PHASE", f"seat {seat}: the next hand has not been dealt")
+        raise IllegalAction("WRONG_PHASE", f"seat {player}: the next hand has not been dealt")
     if setup.two_handed:
-        new_hand, events = two_handed.act(setup, hand, seat, action)
+        new_hand, events = two_handed.act(setup, hand, player, action)
     elif action_class is Concede:
-        new_hand, events = _concede(setup, hand, seat)
+        new_hand, events = _concede(setup, hand, player)
     else:
-        if seat != hand.turn:
+        if player != hand.turn:
             raise IllegalAction(
                 "NOT_YOUR_TURN",
-                f"seat {seat} cannot {action_type(action)} now: seat {hand.turn} is to act",
+                f"seat {player} cannot {action_type(action)} now: seat {hand.turn} is to act",
             )
         handler = _HANDLERS.get((hand.phase, action_class))
         if handler is None or (action_class is ExchangeDix and rules.bidding):
             raise IllegalAction(
                 "WRONG_PHASE",
-                f"seat {seat}: {action_type(action)} is not allowed in the {hand.phase} phase",
+                f"seat {player}: {action_type(action)} is not allowed in the {hand.phase} phase",
             )
-        new_hand, events = handler(setup, hand, seat, action)
+        new_hand, events = handler(setup, hand, player, action)
     return _after_action(state, new_hand, events)
 
 

@@ -17,6 +17,7 @@ from referee.engine.events import Event
 from referee.engine.state import GameState
 from referee.rules.cards import canonical_deck
 from referee.rules.dealing import Deal, deal_from_order, seeded_deal
+from referee.rules.frozen import Frozen
 from referee.rules.options import RuleSet
 
 RECORD_FORMAT = "pinochle-record/1"
@@ -40,7 +41,7 @@ def _split(rules: RuleSet, order: Sequence[int], dealer: int) -> Deal:
 
 
 @dataclass(frozen=True, slots=True)
-class SeededDeals:
+class SeededDeals(Frozen):
     """Portable deals (A.10 item 4); hand n is dealt from the seed ``f"{seed}:{n}"``."""
 
     seed: str
@@ -67,7 +68,7 @@ def secure_shuffle(cards: Sequence[int]) -> list[int]:
 
 
 @dataclass(frozen=True, slots=True)
-class SecureDeals:
+class SecureDeals(Frozen):
     """Deals shuffled with the operating system's CSPRNG."""
 
     def next_deal(self, rules: RuleSet, dealer: int, hand_number: int) -> Deal:
@@ -88,7 +89,7 @@ class GivenDeals:
 
 
 @dataclass(frozen=True, slots=True)
-class LogEntry:
+class LogEntry(Frozen):
     """One entry of a game's log: a deal (``seat`` None) or a seat's accepted action."""
 
     seat: int | None

@@ -14,6 +14,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 from referee.rules.cards import Card, Suit
 from referee.rules.dealing import Deal
+from referee.rules.frozen import Frozen
 from referee.rules.melds import MeldResult, MeldTable
 from referee.rules.options import RuleSet
 from referee.rules.scoring import GameEndRule, SaveRule
@@ -31,7 +32,7 @@ PLAY: Final = "play"
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
+class Call(Frozen):
     """One auction call: ``kind`` is bid, pass or bid_or_redeal."""
 
     seat: int
@@ -52,7 +53,7 @@ class Trick(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class MeldRecord:
+class MeldRecord(Frozen):
     """A seat's shown meld for the hand; ``points`` include a no-bid dix exchange."""
 
     seat: int
@@ -110,7 +111,7 @@ class HandState(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class Setup:
+class Setup(Frozen):
     """Per-game rule objects derived once from the ``RuleSet`` so the hot path reads fields."""
 
     rules: RuleSet

@@ -13,12 +13,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from referee.rules.cards import Card, canonical_deck, format_card, format_cards
+from referee.rules.frozen import Frozen
 
 _WORD_SPACE = 1 << 64
 
 
 @dataclass(frozen=True, slots=True)
-class Deal:
+class Deal(Frozen):
     """Every seat's dealt cards plus the undealt ones, as the record's ``deal`` object holds them.
 
     ``hands`` is indexed by seat. ``widow`` is the cutthroat widow or the kitty. ``stock`` is the

@@ -44,6 +44,7 @@ from referee.rules.cards import (
     make_card,
     suit_of,
 )
+from referee.rules.frozen import Frozen
 
 MELD_NAMES: Final[tuple[str, ...]] = (
     "run",
@@ -142,7 +143,7 @@ def _points(values: Levels, level: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class MeldTable:
+class MeldTable(Frozen):
     """Value per level (index 0 = single .. 3 = quadruple), already extended to 4 levels.
 
     One table serves a whole game: the variant's default (OPTIONS.json ``meld_values``) with the
@@ -167,11 +168,15 @@ class MeldTable:
                 + (f"; unknown {', '.join(extra)}" if extra else "")
             )
         frozen: dict[str, Levels] = {}
+        # Read as objects: a table built by hand may hold anything, and the compiled core
+        # (setup.py) would refuse a wrong shape with TypeError before the message below.
+        given: Mapping[str, Sequence[object]] = self.values
         for name in MELD_NAMES:
-            row = tuple(self.values[name])
-            if len(row) != MAX_TABLE_LEVEL or not all(type(v) is int for v in row):
+            row = tuple(given[name])
+            levels = [v for v in row if type(v) is int]
+            if len(row) != MAX_TABLE_LEVEL or len(levels) != len(row):
                 raise ValueError(f"meld table {name!r}: expected 4 integers, got {row!r}")
-            frozen[name] = (row[0], row[1], row[2], row[3])
+            frozen[name] = (levels[0], levels[1], levels[2], levels[3])
         object.__setattr__(self, "values", MappingProxyType(frozen))
 
     def __reduce__(self) -> tuple[type[MeldTable], tuple[object, ...]]:
@@ -253,11 +258,14 @@ def build_meld_table(
     )
 
 
-def _int_list(name: str, raw: Sequence[int] | int) -> list[int]:
+def _int_list(name: str, raw: Sequence[object] | int) -> list[int]:
     """A non-empty list of ints; a bare int is accepted as a one-value list (A.2 calls the
-    roundhouse bonus "one value")."""
-    row = [raw] if isinstance(raw, int) else list(raw)  # a bool is refused just below
-    if not row or not all(type(v) is int for v in row):
+    roundhouse bonus "one value"). Its items are read as objects: they come from a caller's
+    options, and the compiled core (setup.py) would refuse a float with TypeError before the
+    message below."""
+    given: list[object] = [raw] if isinstance(raw, int) else list(raw)
+    row = [v for v in given if type(v) is int]  # a bool is not an int here
+    if not row or len(row) != len(given):
         raise ValueError(f"meld_values.{name}: expected a non-empty list of integers, got {raw!r}")
     return row
 
@@ -267,7 +275,7 @@ def _int_list(name: str, raw: Sequence[int] | int) -> list[int]:
 
 
 @dataclass(frozen=True, slots=True)
-class Meld:
+class Meld(Frozen):
     """One scored combination: ``level`` identical sets of ``name``, worth ``points``."""
 
     name: str  # a MELD_NAMES entry, or "roundhouse_bonus"
@@ -277,7 +285,7 @@ class Meld:
 
 
 @dataclass(frozen=True, slots=True)
-class MeldResult:
+class MeldResult(Frozen):
     """A player's meld: the entries a meld answer lists, and their sum."""
 
     total: int

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from referee.rules.frozen import Frozen
+
 
 @dataclass(frozen=True, slots=True)
-class SaveRule:
+class SaveRule(Frozen):
     """What a side must take for its meld to count (A.2 ``save_meld`` and friends)."""
 
     save_meld: str | int = "none"  # none | trick | trick_point | minimum card points
@@ -33,7 +35,7 @@ class SaveRule:
 
 
 @dataclass(frozen=True, slots=True)
-class HandScore:
+class HandScore(Frozen):
     delta: tuple[int, ...]
     saved: tuple[bool, ...]
     hopeless: bool
@@ -98,7 +100,7 @@ def hopeless_contract(bid: int, declaring_meld: int, total_in_play: int) -> bool
 
 
 @dataclass(frozen=True, slots=True)
-class GameEndRule:
+class GameEndRule(Frozen):
     target: int
     both_reach: str = "higher_total"  # higher_total | bidder_wins | extend_250
     margin_win: bool = False

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from referee.rules.cards import Card, Suit, deck_faces
+from referee.rules.frozen import Frozen
 
 # Rungs of the ladder: which obligation produced the legal set.
 RUNG_FREE: Final = 0  # leading, free play, or void in the suit led and in trumps
@@ -23,7 +24,7 @@ RUNG_OVERTRUMP: Final = 4  # void: must play a trump that beats the highest trum
 
 
 @dataclass(frozen=True, slots=True)
-class PlayRules:
+class PlayRules(Frozen):
     """The §1.5 switches, resolved once per game (or query) so the hot path reads plain fields."""
 
     head_rule: str = "always"  # always | trump_lead_only | never
@@ -155,7 +156,7 @@ SCHEME_VALUES: Final[dict[str, tuple[int, int, int, int, int, int]]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Counting:
+class Counting(Frozen):
     """A counting scheme with its last-trick bonus; ``card_value`` is indexed by card int."""
 
     card_value: tuple[int, ...]

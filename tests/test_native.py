@@ -1,0 +1,133 @@
+"""The rules core compiled by mypyc (``setup.py``) is what the tests run, and it behaves as the
+pure Python does where the two could differ: copying and pickling frozen values, and inputs of
+the wrong type at the validating entry points.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+import os
+import pickle
+import time
+from pathlib import Path
+
+import pytest
+
+from referee.engine.actions import decode_action
+from referee.engine.engine import apply
+from referee.engine.errors import IllegalAction
+from referee.engine.game import Game, SeededDeals
+from referee.rules.frozen import Frozen
+from referee.rules.melds import MeldTable
+from referee.rules.options import resolve_options
+from tests.conftest import stale_compiled_modules
+from tests.strategies import PLAYABLE_VARIANTS, Step, play_random_game
+
+ROOT = Path(__file__).resolve().parent.parent
+NATIVE_MODULES = [
+    line.strip().strip('",').removesuffix(".py").replace("/", ".")
+    for line in (ROOT / "setup.py").read_text("utf-8").splitlines()
+    if line.strip().startswith('"referee/')
+]
+PURE = os.environ.get("PINOCHLE_REFEREE_PURE", "") == "1"
+
+
+def test_setup_names_the_whole_core_but_options() -> None:
+    """Every module of ``referee/rules`` and ``referee/engine`` is compiled but ``options.py``
+    (which subclasses ``dict`` and ``list``, and runs once per game)."""
+    core = sorted(
+        f"referee.{path.parent.name}.{path.stem}"
+        for folder in ("rules", "engine")
+        for path in (ROOT / "referee" / folder).glob("*.py")
+        if path.stem != "__init__"
+    )
+    assert sorted(NATIVE_MODULES) == [name for name in core if name != "referee.rules.options"]
+
+
+@pytest.mark.parametrize("name", NATIVE_MODULES)
+def test_the_tests_run_the_compiled_core(name: str) -> None:
+    """``make install`` compiles the core, so ``make test`` tests the build that serves; with
+    PINOCHLE_REFEREE_PURE=1 it is the pure Python."""
+    origin = importlib.import_module(name).__file__ or ""
+    assert origin.endswith(".py") if PURE else origin.endswith(".so"), origin
+
+
+@pytest.mark.parametrize("name", NATIVE_MODULES)
+def test_every_frozen_dataclass_of_the_core_is_a_frozen_value(name: str) -> None:
+    """A compiled frozen dataclass cannot be copied or unpickled unless it rebuilds itself
+    through ``__init__`` (``Frozen``): a new one that forgets the base fails here."""
+    module = importlib.import_module(name)
+    for value in vars(module).values():
+        if (
+            isinstance(value, type)
+            and value.__module__ == name
+            and dataclasses.is_dataclass(value)
+            and value.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        ):
+            assert issubclass(value, Frozen), f"{name}.{value.__qualname__}"
+
+
+@pytest.mark.parametrize("variant", PLAYABLE_VARIANTS)
+def test_game_states_copy_and_pickle_as_equal_values_that_play_on(variant: str) -> None:
+    """Every state before one of a random game's first 80 actions (auction, melds, tricks, a
+    finished hand) survives ``copy.copy``, ``copy.deepcopy`` and every pickle protocol as an
+    equal value, and each copy takes the action to the same state as the original."""
+    steps: list[Step] = []
+    play_random_game(variant, {}, f"native-{variant}", 7, max_actions=80, on_step=steps.append)
+    assert len(steps) == 80
+    for step in steps:
+        before = step.before
+        twins = [copy.copy(before), copy.deepcopy(before)] + [
+            pickle.loads(pickle.dumps(before, protocol))
+            for protocol in range(pickle.HIGHEST_PROTOCOL + 1)
+        ]
+        action = decode_action(step.action)
+        expected, events = apply(before, step.seat, action)
+        for twin in twins:
+            assert twin == before
+            assert apply(twin, step.seat, action) == (expected, events)
+
+
+def test_a_meld_table_keeps_its_own_copy_rule() -> None:
+    """``MeldTable`` holds a read-only mapping, which pickles as a plain dict and back."""
+    game = Game(resolve_options("partnership", {}), dealer=0, deals=SeededDeals("table"))
+    table = game.state.setup.meld_table
+    assert pickle.loads(pickle.dumps(table)) == table == copy.deepcopy(table)
+    with pytest.raises(ValueError, match="expected 4 integers"):
+        MeldTable({**dict(table.values), "dix": (10, 20)}, 0, False, False)  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("seat", [True, False, "0", 0.0, None, -1, 4, 2**70])
+def test_apply_refuses_a_seat_of_the_wrong_type_as_malformed(seat: object) -> None:
+    """Typed ``object`` at the entry point, so the compiled core neither raises ``TypeError``
+    for a string nor reads ``True`` as seat 1."""
+    game = Game(resolve_options("partnership", {}), dealer=0, deals=SeededDeals("seat-types"))
+    with pytest.raises(IllegalAction) as caught:
+        apply(game.state, seat, decode_action({"type": "pass"}))
+    assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", "seat")
+
+
+def test_stale_compiled_modules_are_named(tmp_path: Path) -> None:
+    """The conftest guard: a compiled module's source edited after the last build (the newest
+    ``.so``, the shared library every build writes) is named; one edited before it, or with no
+    compiled module beside it, is not."""
+    package = tmp_path / "referee"
+    (package / "rules").mkdir(parents=True)
+    now = time.time()
+    for stem, edited_at in (("fresh", now - 20), ("edited", now + 20), ("plain", now + 20)):
+        source = package / "rules" / f"{stem}.py"
+        source.write_text("x = 1\n")
+        os.utime(source, (edited_at, edited_at))
+    for stem in ("fresh", "edited"):
+        stub = package / "rules" / f"{stem}.cpython-311-x86_64-linux-gnu.so"
+        stub.write_bytes(b"")
+        os.utime(stub, (now - 30, now - 30))  # a build leaves the stubs as they were
+    shared = package / "_native__mypyc.cpython-311-x86_64-linux-gnu.so"
+    shared.write_bytes(b"")
+    os.utime(shared, (now, now))
+    assert stale_compiled_modules(package) == ["referee/rules/edited.py"]
+    os.utime(shared, (now + 30, now + 30))
+    assert stale_compiled_modules(package) == []
+    assert stale_compiled_modules(ROOT / "referee") == []
