@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install proto test lint bench soak golden run clean buf-lint
+.PHONY: install proto test test-pure lint bench soak golden run clean buf-lint
 
 PROTO_SRC := protos/pinochle/referee/v1/referee.proto
 PROTO_OUT := protos/pinochle/referee/v1/referee_pb2.py
@@ -52,7 +52,20 @@ test: install
 	$(BIN)/mypy
 	$(MAKE) buf-lint
 	$(MAKE) node-test
+	$(MAKE) test-pure
 	$(BIN)/pytest
+
+# The rules core's own tests once more on the pure-Python build (PINOCHLE_REFEREE_PURE=1), in a
+# copy of the tree without the compiled modules, so both builds stay tested.
+PURE_TREE := build/pure
+PURE_TESTS := tests/test_native.py tests/test_rules_core.py tests/test_engine.py \
+	tests/test_violations.py tests/test_two_handed.py tests/test_melds.py tests/test_options.py \
+	tests/test_vectors.py tests/test_golden.py tests/test_audit.py
+test-pure: install
+	rm -rf $(PURE_TREE) && mkdir -p $(PURE_TREE)
+	tar --exclude="*.so" --exclude=__pycache__ -cf - pyproject.toml setup.py referee tests protos examples \
+		clients/python | tar -xf - -C $(PURE_TREE)
+	cd $(PURE_TREE) && PINOCHLE_REFEREE_PURE=1 $(CURDIR)/$(BIN)/pytest -p no:cacheprovider $(PURE_TESTS)
 
 lint: install buf-lint
 	$(BIN)/ruff check referee tests bench clients/python

@@ -15,8 +15,11 @@ import fnmatch
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -351,6 +354,52 @@ def test_dockerfile_copies_what_exists_and_generates_stubs_like_the_makefile() -
     for proto in proto_src.group(1).split():
         assert proto in run, f"the image does not generate stubs for {proto}"
         assert (ROOT / proto).exists()
+
+
+def test_the_image_build_compiles_the_rules_core(tmp_path: Path) -> None:
+    """No Docker engine runs here, so the image's ``pip install /src`` is done the same way on
+    a copy of what the Dockerfile copies (no local build in it): the wheel holds every compiled
+    module ``setup.py`` names and the shared library, beside their sources. The Dockerfile
+    copies ``setup.py`` and fails its build when the core did not compile."""
+    source = tmp_path / "src"
+    skip = shutil.ignore_patterns("*.so", "__pycache__", "node_modules", "*.egg-info")
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in ("referee", "protos", "clients/python"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=skip)
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "PINOCHLE_REFEREE_PURE"},  # as the image
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = wheels.glob("pinochle_referee-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    setup_text = (ROOT / "setup.py").read_text(encoding="utf-8")
+    modules = re.findall(r'"(referee/[a-z_/]+)\.py"', setup_text)
+    assert modules
+    for module in modules:
+        assert any(re.fullmatch(rf"{module}\.cpython-[^/]+\.so", n) for n in names), module
+        assert f"{module}.py" in names
+    assert any(re.fullmatch(r"referee/_native__mypyc\.cpython-[^/]+\.so", n) for n in names)
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text(encoding="utf-8")
+    assert re.search(r"^COPY .*\bsetup\.py\b", dockerfile, re.MULTILINE)
+    assert "rules core not compiled" in dockerfile
 
 
 async def test_dockerfile_healthcheck_asks_the_real_health_service(tmp_path: Path) -> None:
