@@ -7,18 +7,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import gc
 import importlib
 import os
 import pickle
 import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from referee.engine.actions import decode_action
-from referee.engine.engine import apply
+from referee.engine.engine import apply, legal_actions, new_game, start_hand
 from referee.engine.errors import IllegalAction
 from referee.engine.game import Game, SeededDeals
+from referee.engine.views import clear_memo, view
+from referee.rules.dealing import deal_commitment
 from referee.rules.frozen import Frozen
 from referee.rules.melds import MeldTable
 from referee.rules.options import resolve_options
@@ -107,6 +112,53 @@ def test_apply_refuses_a_seat_of_the_wrong_type_as_malformed(seat: object) -> No
     with pytest.raises(IllegalAction) as caught:
         apply(game.state, seat, decode_action({"type": "pass"}))
     assert (caught.value.code, caught.value.field) == ("MALFORMED_ACTION", "seat")
+
+
+def _bytes_kept_per_call(call: Callable[[], object], calls: int = 2_000) -> float:
+    """What ``calls`` calls of ``call`` leave allocated, per call (tracemalloc, after a full
+    collection; the views' shared memo emptied, as it is bounded for the process)."""
+    call()
+    tracemalloc.start()
+    try:
+        clear_memo()
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(calls):
+            call()
+        clear_memo()
+        gc.collect()
+        return (tracemalloc.get_traced_memory()[0] - before) / calls
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_core_keeps_nothing_from_a_call() -> None:
+    """Was: compiled by mypyc 1.20, ``seed + k.to_bytes(8, "big")`` in the seeded shuffle and
+    ``text.encode() + salt`` in the deal commitment kept their left operand alive (38 bytes a
+    deal for a 5-byte seed, and a commitment's JSON at every hand a server deals). Dealing,
+    committing, starting a hand, and every action of a hand through ``apply``,
+    ``legal_actions`` and ``view`` now leave nothing behind."""
+    rules = resolve_options("partnership", {})
+    steps: list[Step] = []
+    play_random_game("partnership", {}, "kept", 3, max_actions=70, on_step=steps.append)
+    first = steps[0].before
+    assert first.hand is not None
+    deal, fresh = first.hand.deal, new_game(rules, 0)
+    calls: dict[str, Callable[[], object]] = {
+        "seeded_deal": lambda: SeededDeals("abc").next_deal(rules, 0, 3),
+        "deal_commitment": lambda: deal_commitment(deal, b"0123456789abcdef"),
+        "start_hand": lambda: start_hand(fresh, deal),
+        "apply": lambda: [apply(s.before, s.seat, decode_action(s.action)) for s in steps],
+        "legal_actions": lambda: [legal_actions(s.before, s.seat) for s in steps],
+        "view": lambda: [view(s.before, s.seat) for s in steps],
+    }
+    kept = {
+        name: _bytes_kept_per_call(
+            call, 200 if name in {"apply", "legal_actions", "view"} else 2_000
+        )
+        for name, call in calls.items()
+    }
+    assert all(size < 4 for size in kept.values()), kept
 
 
 def test_stale_compiled_modules_are_named(tmp_path: Path) -> None:

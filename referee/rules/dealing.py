@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from referee.rules.cards import Card, canonical_deck, format_card, format_cards
@@ -41,25 +41,30 @@ class Deal(Frozen):
         }
 
 
-def _seed_words(seed: str) -> Iterator[int]:
-    prefix = seed.encode("utf-8")
-    k = 0
-    while True:
-        digest = hashlib.sha256(prefix + k.to_bytes(8, "big")).digest()
-        yield int.from_bytes(digest[:8], "big")
-        k += 1
+def _seed_word(seed: bytes, k: int) -> int:
+    """Word ``k`` of the seed's stream: the first 8 bytes of SHA-256(seed, k as 8 bytes).
+
+    The hash is fed twice instead of given ``seed + k.to_bytes(...)``: compiled by mypyc 1.20
+    (setup.py), concatenating bytes kept the left operand alive, a few dozen bytes lost with
+    every deal (tests/test_native.py)."""
+    hasher = hashlib.sha256(seed)
+    hasher.update(k.to_bytes(8, "big"))
+    return int.from_bytes(hasher.digest()[:8], "big")
 
 
 def seeded_shuffle(cards: Sequence[Card], seed: str) -> list[Card]:
     """Fisher-Yates from the last index down to 1; j uniform in [0, i] by rejection sampling."""
     deck = list(cards)
-    words = _seed_words(seed)
+    prefix = seed.encode("utf-8")
+    k = 0
     for i in range(len(deck) - 1, 0, -1):
         n = i + 1
         limit = _WORD_SPACE - (_WORD_SPACE % n)
-        word = next(words)
+        word = _seed_word(prefix, k)
+        k += 1
         while word >= limit:
-            word = next(words)
+            word = _seed_word(prefix, k)
+            k += 1
         j = word % n
         deck[i], deck[j] = deck[j], deck[i]
     return deck
@@ -111,4 +116,6 @@ def seeded_deal(
 def deal_commitment(deal: Deal, salt: bytes) -> str:
     """SHA-256 (hex) of the deal as compact JSON with sorted keys, followed by the salt."""
     canonical = json.dumps(deal.to_json(), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode("utf-8") + salt).hexdigest()
+    hasher = hashlib.sha256(canonical.encode("utf-8"))
+    hasher.update(salt)  # not ``+ salt``: see _seed_word
+    return hasher.hexdigest()
