@@ -20,12 +20,14 @@ import pytest
 
 from referee.engine.actions import decode_action
 from referee.engine.engine import apply, legal_actions, new_game, start_hand
-from referee.engine.errors import IllegalAction
+from referee.engine.errors import DealError, IllegalAction
 from referee.engine.game import Game, SeededDeals
+from referee.engine.state import GameState
 from referee.engine.views import clear_memo, view
+from referee.rules.cards import CardSyntaxError
 from referee.rules.dealing import deal_commitment
 from referee.rules.frozen import Frozen
-from referee.rules.melds import MeldTable
+from referee.rules.melds import MeldError, MeldTable
 from referee.rules.options import resolve_options
 from tests.conftest import stale_compiled_modules
 from tests.strategies import PLAYABLE_VARIANTS, Step, play_random_game
@@ -152,13 +154,56 @@ def test_the_core_keeps_nothing_from_a_call() -> None:
         "legal_actions": lambda: [legal_actions(s.before, s.seat) for s in steps],
         "view": lambda: [view(s.before, s.seat) for s in steps],
     }
+    others = [(s, (s.seat + 1) % 4) for s in steps]
+    calls["refusals"] = lambda: [_refused(s.before, seat, s.action) for s, seat in others]
+    per_hand = {"apply", "legal_actions", "view", "refusals"}  # a whole hand's actions each
     kept = {
-        name: _bytes_kept_per_call(
-            call, 200 if name in {"apply", "legal_actions", "view"} else 2_000
-        )
+        name: _bytes_kept_per_call(call, 200 if name in per_hand else 2_000)
         for name, call in calls.items()
     }
     assert all(size < 4 for size in kept.values()), kept
+
+
+def _refused(state: GameState, seat: int, action: dict[str, object]) -> str:
+    """The code ``apply`` refuses ``action`` by ``seat`` with (this one is another seat's turn)."""
+    try:
+        apply(state, seat, decode_action(action))
+    except IllegalAction as refused:
+        return refused.code
+    raise AssertionError(f"seat {seat} was let act out of turn")
+
+
+EXCEPTIONS: dict[type[Exception], Callable[[], Exception]] = {
+    IllegalAction: lambda: IllegalAction("NOT_YOUR_TURN", "seat 1 cannot bid now", "seat"),
+    MeldError: lambda: MeldError("no such meld", "melds[0]"),
+    CardSyntaxError: lambda: CardSyntaxError("not a card: 'ZZ'"),
+    DealError: lambda: DealError("a card is missing"),
+}
+
+
+def test_every_exception_class_of_the_compiled_core_is_checked_below() -> None:
+    defined = {
+        value
+        for name in NATIVE_MODULES
+        for value in vars(importlib.import_module(name)).values()
+        if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == name
+    }
+    assert defined == set(EXCEPTIONS)
+
+
+@pytest.mark.parametrize("error", list(EXCEPTIONS), ids=lambda error: error.__name__)
+def test_an_exception_of_the_core_keeps_nothing(error: type[Exception]) -> None:
+    """Was: compiled, ``IllegalAction`` and ``MeldError`` (an ``__init__`` that sets
+    attributes) kept every instance alive, 184 bytes a refusal; they are not native classes
+    now. Raised and caught, each leaves nothing behind."""
+
+    def raise_and_catch() -> None:
+        try:
+            raise EXCEPTIONS[error]()
+        except error:
+            pass
+
+    assert _bytes_kept_per_call(raise_and_catch) < 4
 
 
 def test_stale_compiled_modules_are_named(tmp_path: Path) -> None:

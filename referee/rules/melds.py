@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+from mypy_extensions import mypyc_attr
+
 from referee.rules.cards import (
     ACE,
     CARD_COUNT,
@@ -297,6 +299,9 @@ class MeldResult(Frozen):
         return sum(m.points for m in self.melds if m.name == "dix")
 
 
+# Not a native class: compiled by mypyc 1.20 (setup.py), an exception class whose __init__
+# sets attributes kept every instance alive, so every refused meld leaked (tests/test_native.py).
+@mypyc_attr(native_class=False)
 class MeldError(ValueError):
     """A declared meld that the rules refuse; always answered with ``INVALID_MELD`` (A.5)."""
 
