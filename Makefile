@@ -30,7 +30,9 @@ $(NATIVE_STAMP): $(NATIVE_SOURCES) setup.py | $(STAMP)
 ifeq ($(NATIVE_BUILD),compiled)
 	@echo "rules core: compiling with mypyc (about 30 s) ..."
 	@$(BIN)/python setup.py --quiet build_ext --inplace > $(VENV)/native-build.log 2>&1 \
-		|| { cat $(VENV)/native-build.log; exit 1; }
+		|| { cat $(VENV)/native-build.log; echo "rules core: the compilation failed (above);" \
+			"without a C compiler and the Python headers, PINOCHLE_REFEREE_PURE=1 make install" \
+			"keeps it pure Python"; exit 1; }
 else
 	@echo "rules core: pure Python (PINOCHLE_REFEREE_PURE=1)"
 endif
