@@ -11,9 +11,13 @@ import copy
 import dataclasses
 import gc
 import importlib
+import json
 import os
 import pickle
 import random
+import shutil
+import subprocess
+import sys
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -33,6 +37,7 @@ from referee.rules.dealing import deal_commitment
 from referee.rules.frozen import Frozen
 from referee.rules.melds import MeldError, MeldTable
 from referee.rules.options import VARIANT_IDS, resolve_options
+from tests import native_trace
 from tests.conftest import stale_compiled_modules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,6 +233,37 @@ def test_an_exception_of_the_core_keeps_nothing(error: type[Exception]) -> None:
             pass
 
     assert _bytes_kept_per_call(raise_and_catch) < 4
+
+
+def test_the_compiled_core_plays_the_games_the_pure_core_plays(tmp_path: Path) -> None:
+    """A differential check: every answer of the core over 20 seeded games (each variant with
+    its defaults and three drawn option sets, 250 actions each: legal actions, every role's
+    view, events, a refusal per action, the export and its audit) digests the same in this
+    process and in one that runs a copy of the tree without the compiled modules."""
+    copy_root = tmp_path / "pure"
+    shutil.copytree(
+        ROOT / "referee",
+        copy_root / "referee",
+        ignore=shutil.ignore_patterns("*.so", "__pycache__"),
+    )
+    (copy_root / "tests").mkdir()
+    for name in ("__init__.py", "native_trace.py"):
+        shutil.copy(ROOT / "tests" / name, copy_root / "tests" / name)
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.native_trace"],
+        cwd=copy_root,
+        env={**os.environ, "PINOCHLE_REFEREE_PURE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    pure = json.loads(child.stdout)
+    assert pure["build"] == "pure"
+    assert native_trace.build() == ("pure" if PURE else "compiled")
+    here = native_trace.digests()
+    assert len(here) >= len(VARIANT_IDS) * 2  # the defaults and at least one drawn set each
+    assert here == pure["digests"]
 
 
 def test_stale_compiled_modules_are_named(tmp_path: Path) -> None:
