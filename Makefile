@@ -22,8 +22,9 @@ $(STAMP): pyproject.toml setup.py
 	touch $(STAMP)
 
 # The rules core compiled in place by mypyc (setup.py says which modules and why), again after
-# any of its sources changes, so what runs is never older than its source (tests/conftest.py
-# refuses to run on a stale one). PINOCHLE_REFEREE_PURE=1 removes the compiled modules instead.
+# any of its sources changes, so what runs is never older than its source (the tests and the
+# commands refuse to run a stale one: referee/compiled.py). options.py is not compiled, but the
+# compiled modules are built from its types, so it counts too. PINOCHLE_REFEREE_PURE=1 removes the compiled modules instead.
 $(NATIVE_STAMP): $(NATIVE_SOURCES) setup.py | $(STAMP)
 	rm -f $(VENV)/.native-*
 	find referee -name '*.so' -delete

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from referee.audit import audit_text, verdict_exit_status
+from referee.compiled import stale_build_problem
 from referee.jsonread import loads_once
 from referee.rules.options import VARIANT_IDS
 from referee.store.base import database_argument, is_postgres_url
@@ -396,6 +397,9 @@ def _discard_stdout() -> None:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if problem := stale_build_problem():  # every command runs the rules core
+        print(f"pinochle-referee: {problem}", file=sys.stderr)
+        return 2
     if args.command != "serve":  # serve logs to standard error; every other command prints
         _check_stdout()
     if args.command == "audit":

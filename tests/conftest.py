@@ -13,51 +13,28 @@ Python's usual handler back here, and the commands the tests start get the defau
 Compiled core: ``make install`` compiles ``referee/rules`` and ``referee/engine`` in place with
 mypyc (``setup.py``), and Python imports a ``.so`` before its ``.py``. A source edited since its
 module was compiled would be tested as it was, not as it is, so the run stops at once and says
-to run ``make install`` (which ``make test`` does).
+to run ``make install`` (which ``make test`` does): ``referee/compiled.py``, which the command
+line checks too.
 """
 
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import structlog
 from hypothesis import settings
 
+from referee.compiled import stale_build_problem
 from referee.service.observability import configure_logging
 from tests.service_helpers import quiet_logs
 
 settings.register_profile("referee", deadline=None, print_blob=True)
 settings.load_profile("referee")
 
-PACKAGE = Path(__file__).resolve().parent.parent / "referee"
-
-
-def stale_compiled_modules(package: Path = PACKAGE) -> list[str]:
-    """The package's compiled sources (an ``X.py`` beside an ``X.cpython-*.so``) edited after
-    the last build. The code of all of them is in one shared library, rebuilt by every build,
-    while a module's own ``.so`` is a small stub that a build leaves as it was: so a source is
-    compared with the newest ``.so`` of the package."""
-    compiled = sorted(package.rglob("*.so"))
-    if not compiled:
-        return []
-    built = max(path.stat().st_mtime for path in compiled)
-    sources = (path.with_name(path.name.split(".", 1)[0] + ".py") for path in compiled)
-    return [
-        str(source.relative_to(package.parent))
-        for source in sources
-        if source.is_file() and source.stat().st_mtime > built
-    ]
-
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if stale := stale_compiled_modules():
-        pytest.exit(
-            f"{', '.join(stale)} changed after it was compiled: run `make install` to compile "
-            "the rules core again (`make test` does), or PINOCHLE_REFEREE_PURE=1 make install "
-            "for pure Python",
-            returncode=4,
-        )
+    if problem := stale_build_problem():
+        pytest.exit(problem, returncode=4)
 
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:

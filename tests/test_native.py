@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from referee.compiled import stale_build_problem, stale_compiled_modules
 from referee.demo import bot_action
 from referee.engine.actions import Action, decode_action
 from referee.engine.engine import apply, legal_actions, new_game, start_hand
@@ -38,7 +39,6 @@ from referee.rules.frozen import Frozen
 from referee.rules.melds import MeldError, MeldTable
 from referee.rules.options import VARIANT_IDS, resolve_options
 from tests import native_trace
-from tests.conftest import stale_compiled_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE_MODULES = [
@@ -267,9 +267,9 @@ def test_the_compiled_core_plays_the_games_the_pure_core_plays(tmp_path: Path) -
 
 
 def test_stale_compiled_modules_are_named(tmp_path: Path) -> None:
-    """The conftest guard: a compiled module's source edited after the last build (the newest
-    ``.so``, the shared library every build writes) is named; one edited before it, or with no
-    compiled module beside it, is not."""
+    """The guard of the tests and the commands: a compiled module's source edited after the
+    last build (the newest ``.so``, the shared library every build writes) is named; one edited
+    before it, or with no compiled module beside it, is not."""
     package = tmp_path / "referee"
     (package / "rules").mkdir(parents=True)
     now = time.time()
@@ -285,6 +285,53 @@ def test_stale_compiled_modules_are_named(tmp_path: Path) -> None:
     shared.write_bytes(b"")
     os.utime(shared, (now, now))
     assert stale_compiled_modules(package) == ["referee/rules/edited.py"]
+    assert stale_build_problem(package) is None  # no setup.py beside it: an installed package
+    (tmp_path / "setup.py").write_text("")
+    assert (stale_build_problem(package) or "").startswith(
+        "referee/rules/edited.py changed after it was compiled: run `make install`"
+    )
     os.utime(shared, (now + 30, now + 30))
     assert stale_compiled_modules(package) == []
+    assert stale_build_problem(package) is None
     assert stale_compiled_modules(ROOT / "referee") == []
+
+
+def test_a_command_refuses_to_run_a_stale_build(tmp_path: Path) -> None:
+    """Every command runs the rules core, so in a source checkout whose compiled core is older
+    than its source each one refuses and says how to rebuild, rather than run the old rules
+    (``.venv/bin/pinochle-referee serve`` straight after an edit, without ``make``). An
+    installed package (no ``setup.py`` beside it) is not checked, nor is a pure build, whose
+    edited source is what runs."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(
+        ROOT / "referee", checkout / "referee", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copy(ROOT / "setup.py", checkout / "setup.py")
+    record = ROOT / "examples" / "partnership-game.json"
+
+    def audit() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "referee.cli", "audit", str(record)],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    assert audit().returncode == 0
+    edited = checkout / "referee" / "rules" / "melds.py"
+    later = time.time() + 60
+    os.utime(edited, (later, later))
+    refused = audit()
+    if PURE:
+        assert refused.returncode == 0, refused.stderr
+    else:
+        assert refused.returncode == 2
+        assert refused.stdout == ""
+        assert refused.stderr.startswith(
+            "pinochle-referee: referee/rules/melds.py changed after it was compiled: run "
+            "`make install`"
+        )
+    (checkout / "setup.py").unlink()
+    assert audit().returncode == 0
