@@ -1,0 +1,32 @@
+"""Behaviour of the rules core that mutation testing found unpinned (cards, melds, scoring, tricks).
+
+Each test names the RULES.md rule it pins. They were written against mutants of
+``referee/rules/{cards,melds,scoring,tricks}.py`` that the rest of the suite let through: every
+test here fails with its mutant applied and passes on the real code.
+"""
+
+from __future__ import annotations
+
+from referee.rules.scoring import GameEndRule, game_winner
+
+
+class TestMarginWinAtTheSmallestTarget:
+    """A.7 item 9 and OPTIONS.md ``margin_win``: a side leading by at least the target wins,
+    checked after the one-side-reached test. ``target`` may be as low as 1 (OPTIONS.md), so a
+    lead of exactly 1 point is a winning margin there."""
+
+    RULE = GameEndRule(target=1, both_reach="higher_total", margin_win=True)
+
+    def test_a_one_point_lead_wins_for_team_0(self) -> None:
+        """Nobody at 1, team 0 ahead by 1: team 0 wins by the margin."""
+        assert game_winner(self.RULE, (0, -1), None, 1) == (0, 1)
+
+    def test_a_one_point_lead_wins_for_team_1(self) -> None:
+        """Nobody at 1, team 1 ahead by 1: team 1 wins by the margin."""
+        assert game_winner(self.RULE, (-2, -1), None, 1) == (1, 1)
+
+    def test_the_margin_decides_before_both_reach(self) -> None:
+        """Both at the target, team 0 one point ahead, team 1 declared: the margin (checked
+        before ``both_reach``) gives team 0 the game even under ``bidder_wins``."""
+        rule = GameEndRule(target=1, both_reach="bidder_wins", margin_win=True)
+        assert game_winner(rule, (2, 1), 1, 1) == (0, 1)
