@@ -7,7 +7,13 @@ test here fails with its mutant applied and passes on the real code.
 
 from __future__ import annotations
 
+from referee.rules.cards import parse_card, parse_suit
 from referee.rules.scoring import GameEndRule, game_winner
+from referee.rules.tricks import PlayRules, legal_plays, play_ladder
+
+
+def cards(text: str) -> list[int]:
+    return [parse_card(t) for t in text.split()]
 
 
 class TestMarginWinAtTheSmallestTarget:
@@ -30,3 +36,22 @@ class TestMarginWinAtTheSmallestTarget:
         before ``both_reach``) gives team 0 the game even under ``bidder_wins``."""
         rule = GameEndRule(target=1, both_reach="bidder_wins", margin_win=True)
         assert game_winner(rule, (2, 1), 1, 1) == (0, 1)
+
+
+class TestPlayRuleDefaults:
+    """§1.5 and §10.4 L10: the strict ladder's defaults, read from ``PlayRules()`` itself."""
+
+    def test_heading_over_a_winning_partner_is_the_default(self) -> None:
+        """§10.4 L10 (``head_over_partner`` default true): clubs led, the partner's KC winning,
+        the hand AC QC must head with AC even though the partner is winning."""
+        hand, trick, trump = cards("AC QC"), cards("9C KC"), parse_suit("H")
+        assert legal_plays(hand, trick, trump, PlayRules(), partner_winning=True) == (
+            parse_card("AC"),
+        )
+
+    def test_the_ladder_assumes_no_partner_is_winning(self) -> None:
+        """``play_ladder`` without ``partner_winning`` reads the trick as not won by a partner:
+        with ``head_over_partner`` off, AC must still head 9C KC (L10's cards)."""
+        relaxed = PlayRules(head_over_partner=False)
+        allowed, _ = play_ladder(cards("AC QC"), cards("9C KC"), parse_suit("H"), relaxed)
+        assert list(allowed) == cards("AC")
