@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from referee.rules.cards import parse_card, parse_suit
 from referee.rules.scoring import GameEndRule, game_winner
-from referee.rules.tricks import PlayRules, legal_plays, play_ladder
+from referee.rules.tricks import PlayRules, legal_plays, play_ladder, play_violation
 
 
 def cards(text: str) -> list[int]:
@@ -55,3 +55,34 @@ class TestPlayRuleDefaults:
         relaxed = PlayRules(head_over_partner=False)
         allowed, _ = play_ladder(cards("AC QC"), cards("9C KC"), parse_suit("H"), relaxed)
         assert list(allowed) == cards("AC")
+
+    def test_play_violation_assumes_no_partner_is_winning(self) -> None:
+        """``play_violation`` without ``partner_winning`` (two-handed calls it so: there is no
+        partner) still requires heading under ``head_over_partner`` off: QC on 9C KC while
+        holding AC is MUST_HEAD_TRICK (§1.5, A.5)."""
+        relaxed = PlayRules(head_over_partner=False)
+        code = play_violation(
+            parse_card("QC"), cards("AC QC"), cards("9C KC"), parse_suit("H"), relaxed
+        )
+        assert code == "MUST_HEAD_TRICK"
+
+
+class TestLadderFinePoints:
+    """§1.3 and §1.5: "beat" means a strictly higher rank; A.5: the code names the rung."""
+
+    def test_beat_highest_led_card_is_not_beaten_by_an_identical_copy(self) -> None:
+        """``head_when_trumped: beat_highest_led_card`` (§1.5): clubs led with 10C and trumped;
+        holding 10C 9C nothing beats 10C (an identical copy never beats, §1.3), so either club
+        may be played."""
+        rules = PlayRules(head_when_trumped="beat_highest_led_card")
+        hand, trick, trump = cards("10C 9C"), cards("10C QH"), parse_suit("H")
+        assert legal_plays(hand, trick, trump, rules) == tuple(sorted(hand))
+
+    def test_a_plain_card_where_an_overtrump_is_required_is_must_trump(self) -> None:
+        """A.5: MUST_OVERTRUMP is for trumping *lower*; a void player who plays a plain card
+        while holding a trump that beats the trick's trump gets MUST_TRUMP. Here a diamond
+        (AD) on 10C QH with KH JH held, hearts trump (§10.4 L4's trick)."""
+        code = play_violation(
+            parse_card("AD"), cards("KH JH AD"), cards("10C QH"), parse_suit("H"), PlayRules()
+        )
+        assert code == "MUST_TRUMP"
