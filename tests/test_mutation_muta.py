@@ -7,13 +7,30 @@ test here fails with its mutant applied and passes on the real code.
 
 from __future__ import annotations
 
+import pytest
+
 from referee.rules.cards import parse_card, parse_suit
+from referee.rules.melds import MeldTable, best_meld, build_meld_table
 from referee.rules.scoring import GameEndRule, game_winner
 from referee.rules.tricks import PlayRules, legal_plays, play_ladder, play_violation
 
 
 def cards(text: str) -> list[int]:
     return [parse_card(t) for t in text.split()]
+
+
+# §1.8: the single-deck table (×10), single and double values.
+SINGLE_DECK: dict[str, list[int]] = {
+    "run": [150, 1500],
+    "royal_marriage": [40, 80],
+    "marriage": [20, 40],
+    "dix": [10, 20],
+    "aces_around": [100, 1000],
+    "kings_around": [80, 800],
+    "queens_around": [60, 600],
+    "jacks_around": [40, 400],
+    "pinochle": [40, 300],
+}
 
 
 class TestMarginWinAtTheSmallestTarget:
@@ -86,3 +103,40 @@ class TestLadderFinePoints:
             parse_card("AD"), cards("KH JH AD"), cards("10C QH"), parse_suit("H"), PlayRules()
         )
         assert code == "MUST_TRUMP"
+
+
+class TestMeldTable:
+    """The meld table (A.2 ``meld_values``, §1.8) refuses a malformed table and reads levels."""
+
+    def table(self) -> MeldTable:
+        return build_meld_table(SINGLE_DECK, per_set=False)
+
+    def test_a_table_missing_a_name_is_refused(self) -> None:
+        """A table built by hand must hold every meld name: one missing is a ValueError that
+        names it (not a KeyError later)."""
+        values = {name: (v[0], v[1], v[0] * 3, v[0] * 4) for name, v in SINGLE_DECK.items()}
+        del values["pinochle"]
+        with pytest.raises(ValueError, match="missing pinochle"):
+            MeldTable(values, 0, False, False)
+
+    def test_a_table_with_an_unknown_name_is_refused(self) -> None:
+        """An unknown name is refused too, even when every real name is present."""
+        values = {name: (v[0], v[1], v[0] * 3, v[0] * 4) for name, v in SINGLE_DECK.items()}
+        values["flush"] = (1, 2, 3, 4)
+        with pytest.raises(ValueError, match="unknown flush"):
+            MeldTable(values, 0, False, False)
+
+    def test_the_roundhouse_bonus_is_paid_once_at_any_level_and_not_at_level_0(self) -> None:
+        """A.9 item 2: ``roundhouse_bonus`` is paid at most once, whatever the level; with no
+        K-Q in every suit (level 0) it is worth nothing."""
+        table = build_meld_table({**SINGLE_DECK, "roundhouse_bonus": [100]}, per_set=False)
+        assert table.value("roundhouse_bonus", 0) == 0
+        assert table.value("roundhouse_bonus", 1) == 100
+        assert table.value("roundhouse_bonus", 2) == 100
+
+    def test_the_run_options_are_off_unless_asked_for(self) -> None:
+        """A.2: ``run_counts_its_royal_marriage`` and ``run_shares_marriage_cards`` default to
+        false, so a table built without them scores §10.5 M2 (run + an extra trump K) at 150."""
+        result = best_meld(cards("AH 10H KH KH QH JH"), parse_suit("H"), self.table())
+        assert result.total == 150
+        assert [(m.name, m.points) for m in result.melds] == [("run", 150)]
