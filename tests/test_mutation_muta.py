@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from referee.rules.cards import parse_card, parse_suit
-from referee.rules.melds import MeldTable, best_meld, build_meld_table
+from referee.rules.cards import counts_of, parse_card, parse_suit
+from referee.rules.melds import MeldTable, best_meld, build_meld_table, meld_total
 from referee.rules.scoring import GameEndRule, game_winner
 from referee.rules.tricks import PlayRules, legal_plays, play_ladder, play_violation
 
@@ -140,3 +140,13 @@ class TestMeldTable:
         result = best_meld(cards("AH 10H KH KH QH JH"), parse_suit("H"), self.table())
         assert result.total == 150
         assert [(m.name, m.points) for m in result.melds] == [("run", 150)]
+
+    def test_meld_total_pays_the_roundhouse_bonus_like_best_meld(self) -> None:
+        """``meld_total`` is "the same number as ``best_meld(...).total``": §10.5 M6 (K and Q
+        in every suit, spades trump) is 240 from its parts, plus a ``roundhouse_bonus`` of 100
+        when the table pays one (A.2, A.9 item 2)."""
+        table = build_meld_table({**SINGLE_DECK, "roundhouse_bonus": [100]}, per_set=False)
+        hand = cards("KS QS KH QH KD QD KC QC")
+        spades = parse_suit("S")
+        assert best_meld(hand, spades, table).total == 340
+        assert meld_total(counts_of(hand), spades, table) == 340
