@@ -10,7 +10,14 @@ from __future__ import annotations
 import pytest
 
 from referee.rules.cards import counts_of, parse_card, parse_suit
-from referee.rules.melds import MeldTable, best_meld, build_meld_table, meld_total
+from referee.rules.melds import (
+    MeldError,
+    MeldTable,
+    best_meld,
+    build_meld_table,
+    meld_total,
+    score_declared,
+)
 from referee.rules.scoring import GameEndRule, game_winner
 from referee.rules.tricks import PlayRules, legal_plays, play_ladder, play_violation
 
@@ -150,3 +157,19 @@ class TestMeldTable:
         spades = parse_suit("S")
         assert best_meld(hand, spades, table).total == 340
         assert meld_total(counts_of(hand), spades, table) == 340
+
+
+class TestDeclaredMeldMessages:
+    """A.5: an INVALID_MELD message names the rule broken; for a card the declared melds need
+    it says how many copies were shown: "none" or "only N"."""
+
+    def test_a_card_not_shown_is_none_shown(self) -> None:
+        table = build_meld_table(SINGLE_DECK, per_set=False)
+        with pytest.raises(MeldError, match=r"needs 1 × JD but none shown"):
+            score_declared(cards("QS"), [("pinochle", cards("QS JD"))], parse_suit("H"), table)
+
+    def test_a_card_shown_once_is_only_1_shown(self) -> None:
+        table = build_meld_table(SINGLE_DECK, per_set=False)
+        double = cards("QS QS JD JD")
+        with pytest.raises(MeldError, match=r"needs 2 × JD but only 1 shown"):
+            score_declared(cards("QS QS JD"), [("pinochle", double)], parse_suit("H"), table)
