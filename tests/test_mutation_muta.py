@@ -173,3 +173,16 @@ class TestDeclaredMeldMessages:
         double = cards("QS QS JD JD")
         with pytest.raises(MeldError, match=r"needs 2 × JD but only 1 shown"):
             score_declared(cards("QS QS JD"), [("pinochle", double)], parse_suit("H"), table)
+
+
+class TestDeclaredMeldCardRange:
+    """A.5 ``INVALID_MELD``: ``score_declared`` refuses anything that is not a card int 0..23
+    (cards are ``suit * 6 + rank``, A.3), so a count vector is never indexed by a non-card."""
+
+    @pytest.mark.parametrize("card", [-1, 24])
+    def test_a_non_card_is_an_invalid_meld(self, card: int) -> None:
+        table = build_meld_table(SINGLE_DECK, per_set=False)
+        shown = [*cards("QS JD"), card]
+        with pytest.raises(MeldError, match=f"cards: {card} is not a card") as refused:
+            score_declared(shown, [("pinochle", cards("QS JD"))], parse_suit("H"), table)
+        assert refused.value.code == "INVALID_MELD"
