@@ -186,3 +186,27 @@ class TestDeclaredMeldCardRange:
         with pytest.raises(MeldError, match=f"cards: {card} is not a card") as refused:
             score_declared(shown, [("pinochle", cards("QS JD"))], parse_suit("H"), table)
         assert refused.value.code == "INVALID_MELD"
+
+
+class TestRunsDoNotShareTheirCards:
+    """A.7 item 6 and A.9 item 1: the class A entries together must fit in the shown cards;
+    under ``run_shares_marriage_cards`` only a ``royal_marriage`` entry may borrow one card
+    from a run, so two runs need two trump queens (and two trump kings) of their own. Spare
+    copies of the *other* card (80-card deck: four KH) do not make up the shortfall."""
+
+    SHARES = build_meld_table(SINGLE_DECK, per_set=False, run_shares_marriage_cards=True)
+    RUN = "AH 10H KH QH JH"
+
+    def test_two_runs_with_one_queen_and_spare_kings_are_refused(self) -> None:
+        shown = cards("AH AH 10H 10H KH KH KH KH QH JH JH")
+        declared = [("run", cards(self.RUN)), ("run", cards(self.RUN))]
+        with pytest.raises(MeldError) as refused:
+            score_declared(shown, declared, parse_suit("H"), self.SHARES)
+        assert refused.value.field == "melds[1].cards"
+
+    def test_two_runs_with_one_king_and_spare_queens_are_refused(self) -> None:
+        shown = cards("AH AH 10H 10H KH QH QH QH QH JH JH")
+        declared = [("run", cards(self.RUN)), ("run", cards(self.RUN))]
+        with pytest.raises(MeldError) as refused:
+            score_declared(shown, declared, parse_suit("H"), self.SHARES)
+        assert refused.value.field == "melds[1].cards"
