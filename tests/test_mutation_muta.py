@@ -186,6 +186,8 @@ class TestDeclaredMeldCardRange:
         with pytest.raises(MeldError, match=f"cards: {card} is not a card") as refused:
             score_declared(shown, [("pinochle", cards("QS JD"))], parse_suit("H"), table)
         assert refused.value.code == "INVALID_MELD"
+        # The message is the whole text of the error (the engine quotes ``str(error)``).
+        assert str(refused.value) == f"cards: {card} is not a card"
 
 
 class TestRunsDoNotShareTheirCards:
