@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from referee.rules.cards import counts_of, parse_card, parse_suit
+from referee.rules.cards import (
+    RANK_NAMES,
+    SUIT_LETTERS,
+    counts_of,
+    parse_card,
+    parse_suit,
+    rank_of,
+    suit_of,
+)
 from referee.rules.melds import (
     MeldError,
     MeldTable,
@@ -212,3 +220,14 @@ class TestRunsDoNotShareTheirCards:
         with pytest.raises(MeldError) as refused:
             score_declared(shown, declared, parse_suit("H"), self.SHARES)
         assert refused.value.field == "melds[1].cards"
+
+
+class TestCardParts:
+    """A.3 and §1.2: every card has a rank (A 10 K Q J 9, highest first) and a suit (S H D C)."""
+
+    @pytest.mark.parametrize("suit", SUIT_LETTERS)
+    @pytest.mark.parametrize("rank", RANK_NAMES)
+    def test_rank_and_suit_of_every_card(self, rank: str, suit: str) -> None:
+        card = parse_card(rank + suit)
+        assert rank_of(card) == RANK_NAMES.index(rank)
+        assert suit_of(card) == SUIT_LETTERS.index(suit)
