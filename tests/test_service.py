@@ -719,6 +719,28 @@ async def test_malformed_actions_are_invalid_argument(srv: Served) -> None:
     assert answer["version"] == 1
 
 
+async def test_a_negative_expected_version_is_invalid(srv: Served) -> None:
+    """Versions start at 0, so a negative expected_version is a client's broken counter: it is
+    INVALID_ARGUMENT naming the field, as WatchGame's negative from_version is. It used to be
+    ABORTED like any other mismatch, which a client takes as "re-read and retry". Audited as a
+    refusal; the game is unchanged, and the same action at the right version is accepted."""
+    table = await new_table(srv.client, "partnership", seed="negative-expected")
+    for version in (-1, -(2**40)):
+        error = await refused(table.seats[1].submit({"type": "pass"}, expected_version=version))
+        assert (error.code, error.fields) == (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            ["expected_version"],
+        )
+        assert "expected_version must not be negative" in error.message
+    entries = await table.adj.audit_log()
+    assert [(e["outcome"], e["code"], e["version"]) for e in entries] == [
+        ("AUDIT_OUTCOME_REFUSED", "INVALID_ARGUMENT", 0)
+    ] * 2
+    assert await table.adj.verify_audit_log()
+    answer = await table.seats[1].submit({"type": "pass"}, expected_version=0)
+    assert answer["version"] == 1
+
+
 async def test_error_info_names_the_services_domain(srv: Served) -> None:
     """Pinned: google.rpc.ErrorInfo's ``reason`` is unique only within its ``domain``, which the
     spec makes required; every refusal names ``pinochle-referee`` (errors.DOMAIN), so a client in
@@ -778,7 +800,7 @@ async def test_stale_expected_version_is_aborted_with_the_current_version(srv: S
     table = await new_table(srv.client, "partnership", seed="stale")
     await table.seats[1].submit({"type": "pass"}, expected_version=0)
     await table.seats[2].submit({"type": "pass"}, expected_version=1)
-    for stale in (0, 1, 7, -1):
+    for stale in (0, 1, 7):
         error = await refused(table.seats[3].submit({"type": "pass"}, expected_version=stale))
         assert (error.code, error.reason, error.version) == (
             grpc.StatusCode.ABORTED,

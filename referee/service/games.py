@@ -845,6 +845,11 @@ class GameManager:
                 )
             if "\x00" in request_id:  # PostgreSQL text cannot hold it: refused on every store
                 raise invalid("request_id must not contain a NUL character", "request_id")
+            # Versions start at 0: a negative one is a client's broken counter, not a version
+            # it saw. It was answered ABORTED like any other mismatch, which a client reads as
+            # "re-read and retry", hiding the bug; refused as WatchGame's from_version is.
+            if expected_version < 0:
+                raise invalid("expected_version must not be negative", "expected_version")
             if not action_json:  # no oneof member set: a malformed action (A.5)
                 raise invalid("no action given", "action", reason="MALFORMED_ACTION")
         except ServiceError as refusal:
