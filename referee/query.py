@@ -384,10 +384,16 @@ def _hand_score(query: Mapping[str, Any], rules: RuleSet) -> dict[str, object]:
     # figure a hand can give is the bonus itself; below that (and below 0 otherwise) is refused.
     lowest = min(0, rules.last_trick_bonus)
     points = _int_list("points", _require(query, "points"), sides, per_side, lowest)
-    raw_tricks = (
-        _require(query, "tricks") if rules.variant != "two-handed" else _optional(query, "tricks")
-    )
-    tricks = [0] * sides if raw_tricks is None else _int_list("tricks", raw_tricks, sides, per_side)
+    # Two-handed scores no trick counts, so there ``tricks`` is optional (absent or null: none
+    # taken); elsewhere it is required, and a null is refused as a meld or points null is. It was
+    # read as all zeros, which under save rule "trick" cost every side its meld without a word.
+    if rules.variant == "two-handed":
+        raw_tricks = _optional(query, "tricks")
+        tricks = (
+            [0] * sides if raw_tricks is None else _int_list("tricks", raw_tricks, sides, per_side)
+        )
+    else:
+        tricks = _int_list("tricks", _require(query, "tricks"), sides, per_side)
     raw_dix = _optional(query, "dix")
     dix = [0] * players if raw_dix is None else _int_list("dix", raw_dix, players, "seat")
     for seat in range(players):

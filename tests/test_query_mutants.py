@@ -249,3 +249,22 @@ def test_two_handed_checks_tricks_when_given() -> None:
     assert ask({**query, "tricks": [0, 24]}) == {"delta": [0, 290], "saved": [True, True]}
     assert field_of({**query, "tricks": [24]}) == "tricks"
     assert field_of({**query, "tricks": [-1, 25]}) == "tricks[0]"
+
+
+@pytest.mark.parametrize("variant", ["partnership", "partnership-no-bid", "cutthroat"])
+def test_a_null_tricks_is_refused_where_tricks_is_required(variant: str) -> None:
+    """§3: outside two-handed ``tricks`` is required, so a null is refused as a null ``meld`` or
+    ``points`` is. It was read as no tricks taken, which under save rule "trick" cost every side
+    its meld without a word; two-handed keeps null as "not given"."""
+    query: dict[str, object] = {"kind": "hand_score", "variant": variant, "tricks": None}
+    if variant == "cutthroat":
+        query.update(bid=250, declarer=0, meld=[60, 20, 0], points=[250, 0, 0])
+    elif variant == "partnership":
+        query.update(bid=250, declarer=0, meld=[60, 20, 0, 0], points=[250, 0])
+    else:
+        query.update(meld=[60, 20, 0, 0], points=[250, 0])
+    assert field_of(query) == "tricks"
+    two_handed = {"kind": "hand_score", "variant": "two-handed", "meld": [0, 40]}
+    assert ask({**two_handed, "points": [0, 250], "tricks": None}) == ask(
+        {**two_handed, "points": [0, 250]}
+    )
