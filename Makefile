@@ -65,7 +65,7 @@ PURE_TESTS := tests/test_native.py tests/test_rules_core.py tests/test_engine.py
 	tests/test_violations.py tests/test_two_handed.py tests/test_melds.py tests/test_options.py \
 	tests/test_vectors.py tests/test_golden.py tests/test_audit.py tests/test_rules_mutants.py \
 	tests/test_engine_mutants.py tests/test_two_handed_mutants.py tests/test_views_actions_mutants.py \
-	tests/test_audit_mutants.py
+	tests/test_audit_mutants.py tests/test_engine_names_mutants.py
 test-pure: install
 	rm -rf $(PURE_TREE) && mkdir -p $(PURE_TREE)
 	tar --exclude="*.so" --exclude=__pycache__ -cf - pyproject.toml setup.py referee tests protos examples \
